@@ -1,0 +1,1 @@
+"""An async gateway in front of A2A agents."""

@@ -1,0 +1,212 @@
+"""The agent registry: its SQL and its rules (visibility, ownership, sealed credentials)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import asyncpg
+import msgspec
+from msgspec import UNSET
+
+from a2a_continue.auth import AGENT_VISIBLE, Caller
+from a2a_continue.downstream import AgentTarget
+from a2a_continue.errors import Forbidden, Invalid, NotFound
+from a2a_continue.models import AgentAuth, AgentCreate, AgentList, AgentOut, AgentPatch
+from a2a_continue.pagination import cursor_param, encode_cursor, limit_param
+from a2a_continue.secrets import Sealer
+
+AGENT_COLUMNS = """a.id, a.name, a.endpoint_url, a.protocol_version, a.visibility, a.team_id,
+    a.owner, a.auth_type, a.timeout_seconds, a.created_at, a.updated_at"""
+
+
+def agent_out(row: Mapping[str, Any]) -> AgentOut:
+    """Shape an agent row for callers (credentials never included)."""
+    return AgentOut(
+        id=row["id"],
+        name=row["name"],
+        endpoint_url=row["endpoint_url"],
+        protocol_version=row["protocol_version"],
+        visibility=row["visibility"],
+        team_id=row["team_id"],
+        owner=row["owner"],
+        auth_type=row["auth_type"],
+        timeout_seconds=row["timeout_seconds"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def check_endpoint_url(url: str) -> None:
+    """Accept only an absolute http(s) URL without credentials in it."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise Invalid([{"loc": "$.endpointUrl", "msg": "must be an absolute http(s) URL"}])
+    if parts.username or parts.password:
+        msg = "must not carry credentials; put them in 'auth'"
+        raise Invalid([{"loc": "$.endpointUrl", "msg": msg}])
+
+
+def check_team(caller: Caller, visibility: str, team_id: str | None) -> None:
+    """A team agent needs a team, and only its members (or an admin) may name it."""
+    if visibility == "team" and team_id is None:
+        raise Invalid([{"loc": "$.teamId", "msg": "a team agent needs a teamId"}])
+    if team_id is not None and not caller.is_admin and team_id not in caller.teams:
+        raise Forbidden(f"you are not a member of team {team_id!r}")
+
+
+def auth_type(auth: AgentAuth | None) -> str:
+    """Name the kind of credentials (the tag of the auth variant)."""
+    return "none" if auth is None else str(type(auth).__struct_config__.tag)
+
+
+def seal_auth(sealer: Sealer, auth: AgentAuth | None, agent_id: uuid.UUID) -> bytes | None:
+    """Encrypt credentials, bound to the agent they belong to."""
+    if auth is None:
+        return None
+    return sealer.seal(msgspec.to_builtins(auth), agent_id.bytes)
+
+
+def target_of(row: Mapping[str, Any], sealer: Sealer, default_timeout: float) -> AgentTarget:
+    """Build the downstream target of an agent row (opening its credentials)."""
+    sealed = row["auth_sealed"]
+    auth = sealer.open(sealed, row["agent_id"].bytes) if sealed is not None else None
+    return AgentTarget(
+        endpoint_url=row["endpoint_url"],
+        protocol_version=row["protocol_version"],
+        timeout_s=row["timeout_seconds"] or default_timeout,
+        auth=auth if isinstance(auth, dict) else None,
+    )
+
+
+async def create_agent(
+    conn: asyncpg.Connection, caller: Caller, body: AgentCreate, sealer: Sealer
+) -> AgentOut:
+    """Register an agent owned by the caller."""
+    check_endpoint_url(body.endpoint_url)
+    check_team(caller, body.visibility, body.team_id)
+    agent_id = uuid.uuid4()
+    row = await conn.fetchrow(
+        f"""
+        INSERT INTO a2a_agents AS a (id, name, endpoint_url, protocol_version, visibility,
+            team_id, owner, auth_type, auth_sealed, timeout_seconds)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+        RETURNING {AGENT_COLUMNS}
+        """,
+        agent_id,
+        body.name,
+        body.endpoint_url,
+        body.protocol_version,
+        body.visibility,
+        body.team_id,
+        caller.sub,
+        auth_type(body.auth),
+        seal_auth(sealer, body.auth, agent_id),
+        body.timeout_seconds,
+    )
+    assert row is not None
+    return agent_out(row)
+
+
+async def list_agents(
+    conn: asyncpg.Connection, caller: Caller, params: Mapping[str, str]
+) -> AgentList:
+    """List the agents the caller can see, newest first, one page."""
+    limit = limit_param(params)
+    after_at, after_id = cursor_param(params)
+    rows = await conn.fetch(
+        f"""
+        SELECT {AGENT_COLUMNS} FROM a2a_agents a
+        WHERE {AGENT_VISIBLE}
+          AND ($4::timestamptz IS NULL OR (a.created_at, a.id) < ($4, $5::uuid))
+        ORDER BY a.created_at DESC, a.id DESC
+        LIMIT $6
+        """,
+        *caller.scope_args(),
+        after_at,
+        after_id,
+        limit + 1,
+    )
+    page = rows[:limit]
+    more = len(rows) > limit
+    cursor = encode_cursor(page[-1]["created_at"], page[-1]["id"]) if more else None
+    return AgentList(agents=[agent_out(r) for r in page], next_cursor=cursor)
+
+
+async def get_agent(conn: asyncpg.Connection, caller: Caller, agent_id: uuid.UUID) -> AgentOut:
+    """Return one visible agent, or 404."""
+    row = await conn.fetchrow(
+        f"SELECT {AGENT_COLUMNS} FROM a2a_agents a WHERE a.id = $4 AND {AGENT_VISIBLE}",
+        *caller.scope_args(),
+        agent_id,
+    )
+    if row is None:
+        raise NotFound(f"agent {agent_id} not found")
+    return agent_out(row)
+
+
+async def _owned_agent_row(
+    conn: asyncpg.Connection, caller: Caller, agent_id: uuid.UUID
+) -> asyncpg.Record:
+    row = await conn.fetchrow(
+        f"SELECT {AGENT_COLUMNS} FROM a2a_agents a WHERE a.id = $4 AND {AGENT_VISIBLE} FOR UPDATE",
+        *caller.scope_args(),
+        agent_id,
+    )
+    if row is None:
+        raise NotFound(f"agent {agent_id} not found")
+    if row["owner"] != caller.sub and not caller.is_admin:
+        raise Forbidden("only the agent's owner or an admin may change it")
+    return row
+
+
+async def update_agent(
+    conn: asyncpg.Connection,
+    caller: Caller,
+    agent_id: uuid.UUID,
+    patch: AgentPatch,
+    sealer: Sealer,
+) -> AgentOut:
+    """Apply a partial update by the owner or an admin."""
+    async with conn.transaction():
+        row = await _owned_agent_row(conn, caller, agent_id)
+        values = {f: getattr(patch, f) for f in patch.__struct_fields__}
+        merged = {k: (row[k] if v is UNSET else v) for k, v in values.items() if k != "auth"}
+        if patch.endpoint_url is not UNSET:
+            check_endpoint_url(patch.endpoint_url)
+        if patch.team_id is not UNSET or patch.visibility is not UNSET:
+            check_team(caller, merged["visibility"], merged["team_id"])
+        auth_changed = patch.auth is not UNSET
+        new_auth = patch.auth if isinstance(patch.auth, AgentAuth) else None
+        updated = await conn.fetchrow(
+            f"""
+            UPDATE a2a_agents AS a SET name = $2, endpoint_url = $3, protocol_version = $4,
+                visibility = $5, team_id = $6, timeout_seconds = $7,
+                auth_type = CASE WHEN $8 THEN $9 ELSE a.auth_type END,
+                auth_sealed = CASE WHEN $8 THEN $10 ELSE a.auth_sealed END,
+                updated_at = now()
+            WHERE a.id = $1
+            RETURNING {AGENT_COLUMNS}
+            """,
+            agent_id,
+            merged["name"],
+            merged["endpoint_url"],
+            merged["protocol_version"],
+            merged["visibility"],
+            merged["team_id"],
+            merged["timeout_seconds"],
+            auth_changed,
+            auth_type(new_auth),
+            seal_auth(sealer, new_auth, agent_id),
+        )
+    assert updated is not None
+    return agent_out(updated)
+
+
+async def delete_agent(conn: asyncpg.Connection, caller: Caller, agent_id: uuid.UUID) -> None:
+    """Delete an agent (and, by cascade, its tasks) by the owner or an admin."""
+    async with conn.transaction():
+        await _owned_agent_row(conn, caller, agent_id)
+        await conn.execute("DELETE FROM a2a_agents WHERE id = $1", agent_id)

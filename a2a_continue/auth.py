@@ -1,0 +1,185 @@
+"""Callers: bearer JWT to identity, the route-permission table, and the scoping predicates."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import jwt
+import msgspec
+from starlette.routing import BaseRoute, Match, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from a2a_continue.errors import (
+    AppError,
+    Forbidden,
+    MethodNotAllowed,
+    NotFound,
+    Unauthorized,
+    problem_response,
+)
+
+# Every shipped route and the permission it needs. A route missing here is denied.
+PERMISSIONS: dict[tuple[str, str], str] = {
+    ("GET", "/v1/a2a/agents"): "a2a.read",
+    ("POST", "/v1/a2a/agents"): "a2a.create",
+    ("GET", "/v1/a2a/agents/{agent_id:uuid}"): "a2a.read",
+    ("PATCH", "/v1/a2a/agents/{agent_id:uuid}"): "a2a.update",
+    ("DELETE", "/v1/a2a/agents/{agent_id:uuid}"): "a2a.delete",
+    ("POST", "/v1/a2a/{agent_id:uuid}/messages"): "a2a.invoke",
+    ("GET", "/v1/a2a/{agent_id:uuid}/tasks"): "a2a.read",
+    ("GET", "/v1/a2a/{agent_id:uuid}/tasks/{task_id}"): "a2a.read",
+    ("GET", "/v1/a2a/{agent_id:uuid}/tasks/{task_id}/events"): "a2a.read",
+    ("POST", "/v1/a2a/{agent_id:uuid}/tasks/{task_id}/messages"): "a2a.invoke",
+    ("POST", "/v1/a2a/{agent_id:uuid}/tasks/{task_id}/cancel"): "a2a.invoke",
+}
+
+# Routes that answer without a token.
+PUBLIC: frozenset[tuple[str, str]] = frozenset({("GET", "/healthz"), ("GET", "/readyz")})
+
+
+class Caller(msgspec.Struct, frozen=True, kw_only=True):
+    """Who is calling, as the token says."""
+
+    sub: str
+    permissions: frozenset[str] = frozenset()
+    teams: tuple[str, ...] = ()
+    is_admin: bool = False
+
+    def may(self, permission: str) -> bool:
+        """Tell whether the token grants ``permission``."""
+        return "*" in self.permissions or permission in self.permissions
+
+    def scope_args(self) -> tuple[str, list[str], bool]:
+        """Return the values bound to $1, $2, $3 of every scoped query."""
+        return self.sub, list(self.teams), self.is_admin
+
+
+class _Claims(msgspec.Struct, kw_only=True):
+    sub: str
+    exp: float
+    permissions: list[str] = []
+    teams: list[str] = []
+    is_admin: bool = False
+    jti: str | None = None
+
+
+def caller_from_token(token: str, secret: str) -> Caller:
+    """Verify an HS256 token and return its caller; raise Unauthorized otherwise."""
+    try:
+        claims = jwt.decode(
+            token, secret, algorithms=["HS256"], options={"require": ["exp", "sub"]}
+        )
+        parsed = msgspec.convert(claims, _Claims)
+    except jwt.ExpiredSignatureError:
+        raise Unauthorized("the token has expired") from None
+    except jwt.InvalidSignatureError:
+        raise Unauthorized("the token signature is invalid") from None
+    except (jwt.InvalidTokenError, msgspec.ValidationError) as exc:
+        raise Unauthorized(f"the token is invalid: {exc}") from None
+    if not parsed.sub:
+        raise Unauthorized("the token is invalid: sub is empty")
+    return Caller(
+        sub=parsed.sub,
+        permissions=frozenset(parsed.permissions),
+        teams=tuple(parsed.teams),
+        is_admin=parsed.is_admin,
+    )
+
+
+def mint_token(
+    secret: str,
+    sub: str,
+    permissions: Sequence[str] = ("*",),
+    teams: Sequence[str] = (),
+    is_admin: bool = False,
+    ttl_s: float = 3600,
+) -> str:
+    """Sign a token for ``sub`` valid for ``ttl_s`` seconds."""
+    now = int(time.time())
+    claims: dict[str, Any] = {
+        "sub": sub,
+        "permissions": list(permissions),
+        "teams": list(teams),
+        "is_admin": is_admin,
+        "iat": now,
+        "exp": now + int(ttl_s),
+        "jti": uuid.uuid4().hex,
+    }
+    return jwt.encode(claims, secret, algorithm="HS256")
+
+
+def bearer_token(scope: Scope) -> str:
+    """Return the bearer token of the request; raise Unauthorized when there is none."""
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            kind, _, token = value.decode("latin-1").partition(" ")
+            if kind.lower() != "bearer" or not token.strip():
+                raise Unauthorized("the Authorization header must be 'Bearer <token>'")
+            return token.strip()
+    raise Unauthorized("an Authorization: Bearer token is required")
+
+
+def match_route(routes: Sequence[BaseRoute], scope: Scope) -> tuple[Route | None, bool]:
+    """Find the route for the request: (route, method allowed); (None, False) when none."""
+    partial: Route | None = None
+    for route in routes:
+        if not isinstance(route, Route):
+            continue
+        match, _ = route.matches(scope)
+        if match == Match.FULL:
+            return route, True
+        if match == Match.PARTIAL and partial is None:
+            partial = route
+    return partial, False
+
+
+class PermissionMiddleware:
+    """Authenticate the caller and check the route's permission before any handler runs."""
+
+    def __init__(self, app: ASGIApp, *, routes: Sequence[BaseRoute], secret: str) -> None:
+        self.app = app
+        self.routes = routes
+        self.secret = secret
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            caller = self.check(scope)
+        except AppError as error:
+            await problem_response(error)(scope, receive, send)
+            return
+        scope.setdefault("state", {})["caller"] = caller
+        await self.app(scope, receive, send)
+
+    def check(self, scope: Scope) -> Caller | None:
+        """Return the caller allowed to make this request, or raise the refusal."""
+        route, allowed = match_route(self.routes, scope)
+        method = "GET" if scope["method"] == "HEAD" else scope["method"]
+        if route is not None and allowed and (method, route.path) in PUBLIC:
+            return None
+        caller = caller_from_token(bearer_token(scope), self.secret)
+        if route is None:
+            raise NotFound(f"no route matches {scope['path']}")
+        if not allowed:
+            error = MethodNotAllowed(f"{scope['method']} is not allowed on {scope['path']}")
+            error.headers["Allow"] = ", ".join(sorted(route.methods or ()))
+            raise error
+        permission = PERMISSIONS.get((method, route.path))
+        if permission is None:
+            raise Forbidden(f"{method} {route.path} is not in the permission table")
+        if not caller.may(permission):
+            raise Forbidden(f"this route needs the {permission!r} permission")
+        return caller
+
+
+# The scoping predicates: $1 = caller sub, $2 = caller teams, $3 = caller is admin.
+AGENT_VISIBLE = (
+    "(a.owner = $1 OR a.visibility = 'public'"
+    " OR (a.visibility = 'team' AND a.team_id = ANY($2::text[])) OR $3::boolean)"
+)
+TASK_VISIBLE = f"({AGENT_VISIBLE} AND (t.owner = $1 OR t.team_id = ANY($2::text[]) OR $3::boolean))"

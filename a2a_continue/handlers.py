@@ -1,0 +1,174 @@
+"""Thin HTTP endpoints: decode, call one use case, encode."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from a2a_continue import agents, invoke, tasks
+from a2a_continue.auth import Caller
+from a2a_continue.errors import DatabaseUnavailable, PayloadTooLarge
+from a2a_continue.gateway import DB_DOWN, Gateway
+from a2a_continue.models import (
+    AgentCreate,
+    AgentPatch,
+    CancelBody,
+    ContinueBody,
+    StartBody,
+    decode_body,
+    encode,
+)
+
+JSON = "application/json"
+
+
+def _gateway(request: Request) -> Gateway:
+    gw: Gateway = request.state.gateway
+    return gw
+
+
+def _caller(request: Request) -> Caller:
+    caller: Caller = request.state.caller
+    return caller
+
+
+def _agent_id(request: Request) -> uuid.UUID:
+    agent_id: uuid.UUID = request.path_params["agent_id"]
+    return agent_id
+
+
+async def read_body(request: Request) -> bytes:
+    """Read the body, refusing it with 413 once it exceeds the configured size."""
+    limit = _gateway(request).settings.max_body_bytes
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"the body is larger than {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"the body is larger than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def json_response(value: Any, status: int = 200) -> Response:
+    """Encode ``value`` as a JSON response."""
+    return Response(encode(value), status_code=status, media_type=JSON)
+
+
+def forwarded(result: invoke.Forwarded) -> Response:
+    """Return the agent's answer unchanged, with the task state after the call."""
+    headers = {"A2A-Task-State": result.state} if result.state else {}
+    return Response(result.raw, media_type=JSON, headers=headers)
+
+
+async def healthz(request: Request) -> Response:
+    """The process is alive."""
+    return json_response({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    """The database answers."""
+    try:
+        async with _gateway(request).connection() as conn:
+            await conn.fetchval("SELECT 1")
+    except DB_DOWN:
+        raise DatabaseUnavailable() from None
+    return json_response({"status": "ready"})
+
+
+async def create_agent(request: Request) -> Response:
+    body = decode_body(await read_body(request), AgentCreate)
+    gw = _gateway(request)
+    async with gw.connection() as conn:
+        agent = await agents.create_agent(conn, _caller(request), body, gw.sealer)
+    return json_response(agent, status=201)
+
+
+async def list_agents(request: Request) -> Response:
+    async with _gateway(request).connection() as conn:
+        page = await agents.list_agents(conn, _caller(request), request.query_params)
+    return json_response(page)
+
+
+async def get_agent(request: Request) -> Response:
+    async with _gateway(request).connection() as conn:
+        agent = await agents.get_agent(conn, _caller(request), _agent_id(request))
+    return json_response(agent)
+
+
+async def update_agent(request: Request) -> Response:
+    patch = decode_body(await read_body(request), AgentPatch)
+    gw = _gateway(request)
+    async with gw.connection() as conn:
+        agent = await agents.update_agent(
+            conn, _caller(request), _agent_id(request), patch, gw.sealer
+        )
+    return json_response(agent)
+
+
+async def delete_agent(request: Request) -> Response:
+    async with _gateway(request).connection() as conn:
+        await agents.delete_agent(conn, _caller(request), _agent_id(request))
+    return Response(status_code=204)
+
+
+async def start_task(request: Request) -> Response:
+    body = decode_body(await read_body(request), StartBody)
+    result = await invoke.start_task(_gateway(request), _caller(request), _agent_id(request), body)
+    return forwarded(result)
+
+
+async def list_tasks(request: Request) -> Response:
+    async with _gateway(request).connection() as conn:
+        page = await tasks.list_tasks(
+            conn, _caller(request), _agent_id(request), request.query_params
+        )
+    return json_response(page)
+
+
+async def get_task(request: Request) -> Response:
+    async with _gateway(request).connection() as conn:
+        task = await tasks.get_task(
+            conn, _caller(request), _agent_id(request), request.path_params["task_id"]
+        )
+    return json_response(task)
+
+
+async def list_events(request: Request) -> Response:
+    async with _gateway(request).connection() as conn:
+        page = await tasks.list_events(
+            conn,
+            _caller(request),
+            _agent_id(request),
+            request.path_params["task_id"],
+            request.query_params,
+        )
+    return json_response(page)
+
+
+async def continue_task(request: Request) -> Response:
+    body = decode_body(await read_body(request), ContinueBody)
+    result = await invoke.continue_task(
+        _gateway(request),
+        _caller(request),
+        _agent_id(request),
+        request.path_params["task_id"],
+        body,
+    )
+    return forwarded(result)
+
+
+async def cancel_task(request: Request) -> Response:
+    raw = await read_body(request)
+    if raw.strip():
+        decode_body(raw, CancelBody)
+    task = await invoke.cancel_task(
+        _gateway(request), _caller(request), _agent_id(request), request.path_params["task_id"]
+    )
+    return json_response(task)

@@ -1,0 +1,177 @@
+"""A tiny weather agent speaking A2A 0.3 and 1.0 JSON-RPC, for `a2a-continue demo`."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+JSON = dict[str, Any]
+
+_TERMINAL = frozenset({"completed", "canceled", "failed", "rejected"})
+_METHODS = {
+    "SendMessage": ("1.0", "send"),
+    "CancelTask": ("1.0", "cancel"),
+    "message/send": ("0.3", "send"),
+    "tasks/cancel": ("0.3", "cancel"),
+}
+_ENCODER = msgspec.json.Encoder()
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass
+class _Task:
+    id: str
+    context_id: str
+    state: str = "input-required"
+    question: str | None = "Which city?"
+    artifacts: list[tuple[str, str]] = field(default_factory=list)  # (artifactId, text)
+    updated: str = field(default_factory=_now)
+
+
+class _RpcError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+_TASKS = web.AppKey("tasks", dict[str, _Task])
+
+
+def _text_part(version: str, text: str) -> JSON:
+    return {"text": text} if version == "1.0" else {"kind": "text", "text": text}
+
+
+def _state_name(version: str, state: str) -> str:
+    return "TASK_STATE_" + state.upper().replace("-", "_") if version == "1.0" else state
+
+
+def _render(task: _Task, version: str) -> JSON:
+    status: JSON = {"state": _state_name(version, task.state), "timestamp": task.updated}
+    if task.question is not None:
+        message: JSON = {
+            "messageId": str(uuid.uuid4()),
+            "role": "ROLE_AGENT" if version == "1.0" else "agent",
+            "taskId": task.id,
+            "contextId": task.context_id,
+            "parts": [_text_part(version, task.question)],
+        }
+        status["message"] = message if version == "1.0" else {"kind": "message", **message}
+    body: JSON = {"id": task.id, "contextId": task.context_id, "status": status}
+    if task.artifacts:
+        body["artifacts"] = [
+            {"artifactId": aid, "name": "forecast", "parts": [_text_part(version, text)]}
+            for aid, text in task.artifacts
+        ]
+    return body if version == "1.0" else {"kind": "task", **body}
+
+
+def _user_text(message: JSON) -> str:
+    parts = message.get("parts")
+    if not isinstance(parts, list):
+        raise _RpcError(-32602, "Invalid params: message.parts must be a list")
+    return " ".join(str(p["text"]) for p in parts if isinstance(p, dict) and "text" in p).strip()
+
+
+def _send(tasks: dict[str, _Task], version: str, params: JSON) -> JSON:
+    message = params.get("message")
+    if not isinstance(message, dict):
+        raise _RpcError(-32602, "Invalid params: message is required")
+    text = _user_text(message)
+    task_id = message.get("taskId")
+    if not task_id:
+        context_id = message.get("contextId") or str(uuid.uuid4())
+        task = _Task(id=str(uuid.uuid4()), context_id=str(context_id))
+        tasks[task.id] = task
+    else:
+        task = _continue(tasks, version, str(task_id), text)
+    rendered = _render(task, version)
+    return {"task": rendered} if version == "1.0" else rendered
+
+
+def _continue(tasks: dict[str, _Task], version: str, task_id: str, city: str) -> _Task:
+    task = tasks.get(task_id)
+    if task is None:
+        raise _RpcError(-32001, "Task not found")
+    if task.state in _TERMINAL:
+        # 0.3 agents commonly answer a message to a finished task with invalid params.
+        code = -32004 if version == "1.0" else -32602
+        raise _RpcError(code, f"Task {task_id} is in terminal state: {task.state}")
+    task.artifacts.append((str(uuid.uuid4()), f"Sunny in {city}"))
+    task.state, task.question, task.updated = "completed", None, _now()
+    return task
+
+
+def _cancel(tasks: dict[str, _Task], version: str, params: JSON) -> JSON:
+    task_id = params.get("id")
+    if not isinstance(task_id, str):
+        raise _RpcError(-32602, "Invalid params: id is required")
+    task = tasks.get(task_id)
+    if task is None:
+        raise _RpcError(-32001, "Task not found")
+    if task.state in _TERMINAL:
+        raise _RpcError(-32002, "Task cannot be canceled")
+    task.state, task.question, task.updated = "canceled", None, _now()
+    return _render(task, version)
+
+
+def _dispatch(tasks: dict[str, _Task], request: Any) -> JSON:
+    if not isinstance(request, dict) or not isinstance(request.get("method"), str):
+        raise _RpcError(-32600, "Invalid Request")
+    route = _METHODS.get(request["method"])
+    if route is None:
+        raise _RpcError(-32601, "Method not found")
+    params = request.get("params")
+    if not isinstance(params, dict):
+        raise _RpcError(-32602, "Invalid params: params must be an object")
+    version, operation = route
+    if operation == "send":
+        return _send(tasks, version, params)
+    return _cancel(tasks, version, params)
+
+
+def _answer(request_id: object, outcome: JSON | _RpcError) -> web.Response:
+    body: JSON = {"jsonrpc": "2.0", "id": request_id}
+    if isinstance(outcome, _RpcError):
+        body["error"] = {"code": outcome.code, "message": outcome.message}
+    else:
+        body["result"] = outcome
+    return web.Response(body=_ENCODER.encode(body), content_type="application/json")
+
+
+async def _handle(request: web.Request) -> web.Response:
+    try:
+        payload: Any = msgspec.json.decode(await request.read())
+    except msgspec.DecodeError:
+        return _answer(None, _RpcError(-32700, "Parse error"))
+    request_id = payload.get("id") if isinstance(payload, dict) else None
+    try:
+        return _answer(request_id, _dispatch(request.app[_TASKS], payload))
+    except _RpcError as error:
+        return _answer(request_id, error)
+
+
+def create_sample_agent() -> web.Application:
+    """Build the sample agent's aiohttp application with an empty task table."""
+    app = web.Application()
+    app[_TASKS] = {}
+    app.router.add_post("/", _handle)
+    return app
+
+
+async def start_sample_agent(host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, str]:
+    """Serve the sample agent on host:port (0 picks a free port); return runner and endpoint."""
+    runner = web.AppRunner(create_sample_agent(), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    bound_port = runner.addresses[0][1]
+    shown_host = f"[{host}]" if ":" in host else host
+    return runner, f"http://{shown_host}:{bound_port}/"

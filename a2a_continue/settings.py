@@ -1,0 +1,63 @@
+"""Settings read once from the environment (prefix ``A2AC_``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import msgspec
+
+MIB = 1024 * 1024
+
+
+class SettingsError(ValueError):
+    """A setting in the environment has a value the service cannot use."""
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything the service reads from its environment."""
+
+    database_url: str | None = None
+    data_dir: Path = Path("~/.local/share/a2a-continue").expanduser()
+    host: str = "127.0.0.1"
+    port: int = 8080
+    jwt_secret: str = ""
+    encryption_key: str = ""
+    agent_timeout_s: float = 30.0
+    max_body_bytes: int = MIB
+    max_agent_response_bytes: int = 8 * MIB
+    claim_margin_s: float = 5.0
+    pool_size: int = 10
+
+
+def _number(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a number, got {raw!r}") from None
+    if value <= 0:
+        raise SettingsError(f"{name} must be greater than 0, got {raw!r}")
+    return value
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Build the settings from ``env`` (default: the process environment)."""
+    env = os.environ if env is None else env
+    data_dir = env.get("A2AC_DATA_DIR") or "~/.local/share/a2a-continue"
+    return Settings(
+        database_url=env.get("A2AC_DATABASE_URL") or None,
+        data_dir=Path(data_dir).expanduser(),
+        host=env.get("A2AC_HOST") or "127.0.0.1",
+        port=int(_number(env, "A2AC_PORT", 8080)),
+        jwt_secret=env.get("A2AC_JWT_SECRET", ""),
+        encryption_key=env.get("A2AC_ENCRYPTION_KEY", ""),
+        agent_timeout_s=_number(env, "A2AC_AGENT_TIMEOUT_S", 30.0),
+        max_body_bytes=int(_number(env, "A2AC_MAX_BODY_BYTES", MIB)),
+        max_agent_response_bytes=int(_number(env, "A2AC_MAX_AGENT_RESPONSE_BYTES", 8 * MIB)),
+        claim_margin_s=_number(env, "A2AC_CLAIM_MARGIN_S", 5.0),
+        pool_size=int(_number(env, "A2AC_POOL_SIZE", 10)),
+    )
