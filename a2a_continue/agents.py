@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Any
 from urllib.parse import urlsplit
 
-import asyncpg
 import msgspec
 from msgspec import UNSET
 
 from a2a_continue.auth import AGENT_VISIBLE, Caller
+from a2a_continue.db import Conn, Record
 from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import Forbidden, Invalid, NotFound
 from a2a_continue.models import AgentAuth, AgentCreate, AgentList, AgentOut, AgentPatch
@@ -22,7 +21,7 @@ AGENT_COLUMNS = """a.id, a.name, a.endpoint_url, a.protocol_version, a.visibilit
     a.owner, a.auth_type, a.timeout_seconds, a.created_at, a.updated_at"""
 
 
-def agent_out(row: Mapping[str, Any]) -> AgentOut:
+def agent_out(row: Record) -> AgentOut:
     """Shape an agent row for callers (credentials never included)."""
     return AgentOut(
         id=row["id"],
@@ -69,7 +68,7 @@ def seal_auth(sealer: Sealer, auth: AgentAuth | None, agent_id: uuid.UUID) -> by
     return sealer.seal(msgspec.to_builtins(auth), agent_id.bytes)
 
 
-def target_of(row: Mapping[str, Any], sealer: Sealer, default_timeout: float) -> AgentTarget:
+def target_of(row: Record, sealer: Sealer, default_timeout: float) -> AgentTarget:
     """Build the downstream target of an agent row (opening its credentials)."""
     sealed = row["auth_sealed"]
     auth = sealer.open(sealed, row["agent_id"].bytes) if sealed is not None else None
@@ -81,9 +80,7 @@ def target_of(row: Mapping[str, Any], sealer: Sealer, default_timeout: float) ->
     )
 
 
-async def create_agent(
-    conn: asyncpg.Connection, caller: Caller, body: AgentCreate, sealer: Sealer
-) -> AgentOut:
+async def create_agent(conn: Conn, caller: Caller, body: AgentCreate, sealer: Sealer) -> AgentOut:
     """Register an agent owned by the caller."""
     check_endpoint_url(body.endpoint_url)
     check_team(caller, body.visibility, body.team_id)
@@ -110,9 +107,7 @@ async def create_agent(
     return agent_out(row)
 
 
-async def list_agents(
-    conn: asyncpg.Connection, caller: Caller, params: Mapping[str, str]
-) -> AgentList:
+async def list_agents(conn: Conn, caller: Caller, params: Mapping[str, str]) -> AgentList:
     """List the agents the caller can see, newest first, one page."""
     limit = limit_param(params)
     after_at, after_id = cursor_param(params)
@@ -135,7 +130,7 @@ async def list_agents(
     return AgentList(agents=[agent_out(r) for r in page], next_cursor=cursor)
 
 
-async def get_agent(conn: asyncpg.Connection, caller: Caller, agent_id: uuid.UUID) -> AgentOut:
+async def get_agent(conn: Conn, caller: Caller, agent_id: uuid.UUID) -> AgentOut:
     """Return one visible agent, or 404."""
     row = await conn.fetchrow(
         f"SELECT {AGENT_COLUMNS} FROM a2a_agents a WHERE a.id = $4 AND {AGENT_VISIBLE}",
@@ -147,9 +142,7 @@ async def get_agent(conn: asyncpg.Connection, caller: Caller, agent_id: uuid.UUI
     return agent_out(row)
 
 
-async def _owned_agent_row(
-    conn: asyncpg.Connection, caller: Caller, agent_id: uuid.UUID
-) -> asyncpg.Record:
+async def _owned_agent_row(conn: Conn, caller: Caller, agent_id: uuid.UUID) -> Record:
     row = await conn.fetchrow(
         f"SELECT {AGENT_COLUMNS} FROM a2a_agents a WHERE a.id = $4 AND {AGENT_VISIBLE} FOR UPDATE",
         *caller.scope_args(),
@@ -163,7 +156,7 @@ async def _owned_agent_row(
 
 
 async def update_agent(
-    conn: asyncpg.Connection,
+    conn: Conn,
     caller: Caller,
     agent_id: uuid.UUID,
     patch: AgentPatch,
@@ -205,7 +198,7 @@ async def update_agent(
     return agent_out(updated)
 
 
-async def delete_agent(conn: asyncpg.Connection, caller: Caller, agent_id: uuid.UUID) -> None:
+async def delete_agent(conn: Conn, caller: Caller, agent_id: uuid.UUID) -> None:
     """Delete an agent (and, by cascade, its tasks) by the owner or an admin."""
     async with conn.transaction():
         await _owned_agent_row(conn, caller, agent_id)

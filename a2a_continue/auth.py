@@ -108,14 +108,15 @@ def mint_token(
         "exp": now + int(ttl_s),
         "jti": uuid.uuid4().hex,
     }
-    return jwt.encode(claims, secret, algorithm="HS256")
+    return str(jwt.encode(claims, secret, algorithm="HS256"))
 
 
 def bearer_token(scope: Scope) -> str:
     """Return the bearer token of the request; raise Unauthorized when there is none."""
     for name, value in scope["headers"]:
         if name == b"authorization":
-            kind, _, token = value.decode("latin-1").partition(" ")
+            header: str = value.decode("latin-1")
+            kind, _, token = header.partition(" ")
             if kind.lower() != "bearer" or not token.strip():
                 raise Unauthorized("the Authorization header must be 'Bearer <token>'")
             return token.strip()

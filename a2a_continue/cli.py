@@ -53,7 +53,7 @@ def serve(settings: Settings) -> int:
 
     embedded = not settings.database_url
     if embedded:
-        settings, generated = with_generated_secrets(settings)
+        settings, _generated = with_generated_secrets(settings)
     elif not (settings.jwt_secret and settings.encryption_key):
         print("A2AC_JWT_SECRET and A2AC_ENCRYPTION_KEY must be set", file=sys.stderr)
         return 2

