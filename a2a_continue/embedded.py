@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from collections.abc import Iterator
@@ -26,4 +27,24 @@ def embedded_database(data_dir: Path) -> Iterator[str]:
     try:
         yield str(server.get_uri())
     finally:
+        with server._lock:
+            _forget_dead_handles(data_dir / "pgdata" / ".handle_pids.json")
         server.cleanup()
+
+
+def _forget_dead_handles(path: Path) -> None:
+    """Drop processes that died holding the server, so the last live one stops it."""
+    if not path.exists():
+        return
+    pids = json.loads(path.read_text())
+    path.write_text(json.dumps([pid for pid in pids if _alive(pid)]))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -2,44 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
-import uvicorn
 from aiohttp import web
 
-
-class _QuietServer(uvicorn.Server):
-    """A uvicorn server that leaves the test runner's signal handlers alone."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
+from a2a_continue.serving import serve_in_loop
 
 
-@contextlib.asynccontextmanager
-async def serve_asgi(app: Any, lifespan: Literal["on", "off"] = "on") -> AsyncIterator[str]:
+def serve_asgi(app: Any, lifespan: Literal["on", "off"] = "on") -> Any:
     """Serve ``app`` with uvicorn on a free port for the block; yield its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan=lifespan)
-    server = _QuietServer(config)
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        while not server.started:
-            if serving.done():
-                serving.result()  # surface the startup failure
-            await asyncio.sleep(0.01)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await serving
-        sock.close()
+    return serve_in_loop(app, lifespan=lifespan)
 
 
 @contextlib.asynccontextmanager
