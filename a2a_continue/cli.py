@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import msgspec
 import uvicorn
@@ -70,10 +70,8 @@ def serve(settings: Settings) -> int:
         # uvicorn re-raises the signal that stopped it; make SIGTERM an exit that unwinds,
         # so the embedded database is stopped on the way out.
         signal.signal(signal.SIGTERM, _exit)
-        try:
+        with suppress(KeyboardInterrupt):
             uvicorn.run(create_app(ready), host=ready.host, port=ready.port, log_level="info")
-        except KeyboardInterrupt:
-            pass
     return 0
 
 

@@ -60,7 +60,9 @@ async def create_pool(url: str, size: int, on_query: QueryLogger | None = None) 
         if on_query is not None:
             conn.add_query_logger(on_query)
 
-    pool = await asyncpg.create_pool(url, min_size=1, max_size=size, init=init, reset=_keep_session)
+    # min_size=0: connections open on first use, so the app starts while the database is
+    # down and /readyz (and every route) answers 503 instead of the process dying.
+    pool = await asyncpg.create_pool(url, min_size=0, max_size=size, init=init, reset=_keep_session)
     assert pool is not None
     return pool
 

@@ -76,12 +76,14 @@ async def two_turns(settings: Settings) -> bool:
 
 def run_demo() -> int:
     """Run the demo on a throwaway embedded PostgreSQL; exit status 0 when both turns work."""
-    with tempfile.TemporaryDirectory(prefix="a2a-continue-demo-") as tmp:
-        with embedded_database(Path(tmp)) as url:
-            asyncio.run(migrate_url(url))
-            settings = Settings(
-                database_url=url, jwt_secret=new_key(), encryption_key=new_key(), pool_size=2
-            )
-            ok = asyncio.run(two_turns(settings))
+    with (
+        tempfile.TemporaryDirectory(prefix="a2a-continue-demo-") as tmp,
+        embedded_database(Path(tmp)) as url,
+    ):
+        asyncio.run(migrate_url(url))
+        settings = Settings(
+            database_url=url, jwt_secret=new_key(), encryption_key=new_key(), pool_size=2
+        )
+        ok = asyncio.run(two_turns(settings))
     print("\ndemo " + ("succeeded" if ok else "FAILED"), flush=True)
     return 0 if ok else 1
