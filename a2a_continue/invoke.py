@@ -20,6 +20,7 @@ from a2a_continue.errors import (
     AgentUnreachable,
     AppError,
     BadRequest,
+    DatabaseUnavailable,
     Forbidden,
     NotCancelable,
     NotFound,
@@ -140,10 +141,16 @@ async def start_task(
     answer = read_answer(target.protocol_version, reply)
     if answer.task is None:
         return Forwarded(reply.raw, None)
-    async with gw.connection() as conn:
-        state = await record_new_task(
-            conn, agent_id, answer.task, caller.sub, body.team_id, {"messageId": message_id}
+    try:
+        async with gw.connection() as conn:
+            state = await record_new_task(
+                conn, agent_id, answer.task, caller.sub, body.team_id, {"messageId": message_id}
+            )
+    except Exception:
+        log.exception(
+            "agent %s started task %s but it could not be stored", agent_id, answer.task.id
         )
+        raise DatabaseUnavailable("the agent answered but the task could not be stored") from None
     return Forwarded(reply.raw, state)
 
 
