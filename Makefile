@@ -17,15 +17,15 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check a2a_continue tests
-	$(VENV)/bin/ruff format --check a2a_continue tests
+	$(VENV)/bin/ruff check a2a_continue tests bench
+	$(VENV)/bin/ruff format --check a2a_continue tests bench
 	$(VENV)/bin/mypy --strict
 
 demo: $(STAMP)
 	$(VENV)/bin/a2a-continue demo
 
 bench: $(STAMP)
-	$(PY) -m a2a_continue.bench
+	$(PY) bench/continue_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
