@@ -151,6 +151,8 @@ async def start_task(
             "agent %s started task %s but it could not be stored", agent_id, answer.task.id
         )
         raise DatabaseUnavailable("the agent answered but the task could not be stored") from None
+    if state is None:
+        raise AgentBadAnswer(f"the agent answered with task {answer.task.id!r} of another caller")
     return Forwarded(reply.raw, state)
 
 
@@ -364,7 +366,8 @@ async def _record_redirect(
             data={**data, "redirectedTo": task.id},
             claim=claim,
         )
-    return state
+    # A redirect to another caller's task leaves that task theirs; report the original's state.
+    return state if state is not None else str(row["now"])
 
 
 async def _release(gw: Gateway, row_id: uuid.UUID, claim: uuid.UUID) -> None:

@@ -72,8 +72,9 @@ async def append_event(
     return int(seq)
 
 
-# Insert the task an agent reported, or refresh it; a terminal state is never overwritten.
-# A new row starts its log with `task_created` (seq 1) in the same statement.
+# Insert the task an agent reported, or refresh the caller's own row of it (another caller's
+# row is left alone); a terminal state is never overwritten. A new row starts its log with
+# `task_created` (seq 1) in the same statement.
 RECORD_NEW_TASK = f"""
 WITH up AS (
     INSERT INTO a2a_tasks AS t (agent_id, task_id, context_id, state, status_message,
@@ -90,6 +91,7 @@ WITH up AS (
                             ELSE EXCLUDED.completed_at END,
         context_id = COALESCE(t.context_id, EXCLUDED.context_id),
         updated_at = now()
+    WHERE t.owner = EXCLUDED.owner
     RETURNING t.id, t.state, (xmax = 0) AS inserted
 ), created AS (
     INSERT INTO a2a_task_events (task, seq, type, previous_state, new_state, actor, data)
@@ -106,8 +108,11 @@ async def record_new_task(
     owner: str,
     team_id: str | None,
     data: dict[str, Any],
-) -> str:
-    """Store a task the agent reported for ``owner``; return its stored state."""
+) -> str | None:
+    """Store a task the agent reported for ``owner``; return its stored state.
+
+    None means the agent's task id is already recorded for another caller.
+    """
     row = await conn.fetchrow(
         RECORD_NEW_TASK,
         agent_id,
@@ -120,8 +125,7 @@ async def record_new_task(
         team_id,
         data,
     )
-    assert row is not None
-    return str(row["state"])
+    return None if row is None else str(row["state"])
 
 
 # Apply an outcome to a task: the new state (NULL keeps it; a terminal state is kept too),

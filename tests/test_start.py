@@ -375,3 +375,21 @@ async def test_storing_a_task_again_never_overwrites_a_terminal_state(
     assert row["completed_at"] is not None
     events = await db.fetch("SELECT seq, type FROM a2a_task_events WHERE task = $1", row["id"])
     assert [(e["seq"], e["type"]) for e in events] == [(1, "task_created")]
+
+
+async def test_start_never_takes_over_a_task_id_recorded_for_another_caller(
+    client: Client, fake_agent: StartFake, db: asyncpg.Connection
+) -> None:
+    agent = await fake_agent(answer_task)
+    shared = await register(client, agent.url, visibility="public")
+    r = await client.call("POST", f"/v1/a2a/{shared}/messages", {"text": "first"})
+    assert r.status == 200, r.raw
+    before = await db.fetchrow("SELECT * FROM a2a_tasks WHERE task_id = 'task-1'")
+
+    r = await client.as_(BOB).call("POST", f"/v1/a2a/{shared}/messages", {"text": "same id"})
+
+    assert r.status == 502
+    assert r.json()["type"].endswith("agent-bad-answer")
+    assert await db.fetchrow("SELECT * FROM a2a_tasks WHERE task_id = 'task-1'") == before
+    r = await client.as_(BOB).call("GET", f"/v1/a2a/{shared}/tasks/task-1")
+    assert r.status == 404
