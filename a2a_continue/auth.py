@@ -137,6 +137,15 @@ def match_route(routes: Sequence[BaseRoute], scope: Scope) -> tuple[Route | None
     return partial, False
 
 
+def allowed_methods(routes: Sequence[BaseRoute], scope: Scope) -> list[str]:
+    """List the methods of every route whose path matches (one path may span several routes)."""
+    methods: set[str] = set()
+    for route in routes:
+        if isinstance(route, Route) and route.matches(scope)[0] != Match.NONE:
+            methods |= route.methods or set()
+    return sorted(methods)
+
+
 class PermissionMiddleware:
     """Authenticate the caller and check the route's permission before any handler runs."""
 
@@ -168,7 +177,7 @@ class PermissionMiddleware:
             raise NotFound(f"no route matches {scope['path']}")
         if not allowed:
             error = MethodNotAllowed(f"{scope['method']} is not allowed on {scope['path']}")
-            error.headers["Allow"] = ", ".join(sorted(route.methods or ()))
+            error.headers["Allow"] = ", ".join(allowed_methods(self.routes, scope))
             raise error
         permission = PERMISSIONS.get((method, route.path))
         if permission is None:

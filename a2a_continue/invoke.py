@@ -84,7 +84,8 @@ def protocol_part(part: Any) -> dict[str, Any]:
     raw = msgspec.to_builtins(part)
     if isinstance(raw.get("file"), dict):
         raw["file"] = {k: v for k, v in raw["file"].items() if v is not None}
-    return {k: v for k, v in raw.items() if v is not None}
+    # `data` may itself be JSON null; absent fields are None (UNSET data is already gone).
+    return {k: v for k, v in raw.items() if v is not None or k == "data"}
 
 
 def send_payload(body: ContinueBody, version: str, message: dict[str, Any]) -> dict[str, Any]:

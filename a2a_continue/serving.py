@@ -12,11 +12,27 @@ import uvicorn
 
 
 class _LoopServer(uvicorn.Server):
-    """A uvicorn server that leaves the host program's signal handlers alone."""
+    """A uvicorn server that leaves the host's signals alone and stops without polling."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._stopping = asyncio.Event()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def main_loop(self) -> None:
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + 1) % 864000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), 0.1)
+
+    def stop(self) -> None:
+        """Ask the server to shut down now."""
+        self.should_exit = True
+        self._stopping.set()
 
 
 @contextlib.asynccontextmanager
@@ -33,12 +49,14 @@ async def serve_in_loop(
     server = _LoopServer(uvicorn.Config(app, log_level="warning", lifespan=lifespan))
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        while not server.started:
-            if serving.done():
-                serving.result()  # surface the start-up failure
+        while not server.started and not serving.done():
             await asyncio.sleep(0.01)
+        if not server.started:
+            sock.close()
+            await asyncio.gather(serving, return_exceptions=True)
+            raise RuntimeError("the server did not start; its log says why")
         yield f"http://{host}:{port}"
     finally:
-        server.should_exit = True
-        await serving
+        server.stop()
+        await asyncio.gather(serving, return_exceptions=True)
         sock.close()

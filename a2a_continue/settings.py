@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -39,9 +40,17 @@ def _number(env: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise SettingsError(f"{name} must be a number, got {raw!r}") from None
-    if value <= 0:
-        raise SettingsError(f"{name} must be greater than 0, got {raw!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise SettingsError(f"{name} must be a finite number greater than 0, got {raw!r}")
     return value
+
+
+def _integer(env: Mapping[str, str], name: str, default: int, high: int | None = None) -> int:
+    value = float(_number(env, name, default))
+    if not value.is_integer() or (high is not None and value > high):
+        limit = f" up to {high}" if high is not None else ""
+        raise SettingsError(f"{name} must be a whole number{limit}, got {env[name]!r}")
+    return int(value)
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -52,12 +61,12 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         database_url=env.get("A2AC_DATABASE_URL") or None,
         data_dir=Path(data_dir).expanduser(),
         host=env.get("A2AC_HOST") or "127.0.0.1",
-        port=int(_number(env, "A2AC_PORT", 8080)),
+        port=_integer(env, "A2AC_PORT", 8080, high=65535),
         jwt_secret=env.get("A2AC_JWT_SECRET", ""),
         encryption_key=env.get("A2AC_ENCRYPTION_KEY", ""),
         agent_timeout_s=_number(env, "A2AC_AGENT_TIMEOUT_S", 30.0),
-        max_body_bytes=int(_number(env, "A2AC_MAX_BODY_BYTES", MIB)),
-        max_agent_response_bytes=int(_number(env, "A2AC_MAX_AGENT_RESPONSE_BYTES", 8 * MIB)),
+        max_body_bytes=_integer(env, "A2AC_MAX_BODY_BYTES", MIB),
+        max_agent_response_bytes=_integer(env, "A2AC_MAX_AGENT_RESPONSE_BYTES", 8 * MIB),
         claim_margin_s=_number(env, "A2AC_CLAIM_MARGIN_S", 5.0),
-        pool_size=int(_number(env, "A2AC_POOL_SIZE", 10)),
+        pool_size=_integer(env, "A2AC_POOL_SIZE", 10),
     )

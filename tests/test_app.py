@@ -1,0 +1,148 @@
+"""The application shell: health, readiness, routing errors, and errors as problem+json."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import aiohttp
+import msgspec
+import pytest
+from starlette.requests import Request
+from starlette.responses import Response as StarletteResponse
+from starlette.routing import Route
+
+from a2a_continue import auth
+from a2a_continue.app import ROUTES, create_app
+from a2a_continue.settings import Settings
+from tests.conftest import Client, Response, token
+from tests.servers import serve_asgi
+
+PROBLEM = "application/problem+json"
+
+
+def assert_problem(r: Response, status: int) -> dict[str, Any]:
+    assert r.status == status, r.raw
+    assert r.headers["Content-Type"] == PROBLEM
+    body: dict[str, Any] = r.json()
+    assert body["status"] == status
+    assert body["type"].startswith("urn:a2a-continue:problem:")
+    assert isinstance(body["title"], str) and body["title"]
+    assert isinstance(body["detail"], str) and body["detail"]
+    return body
+
+
+# ---- health and readiness -----------------------------------------------------------------
+
+
+async def test_healthz_answers_without_a_token(client: Client) -> None:
+    r = await client.call("GET", "/healthz", bearer=None)
+    assert r.status == 200, r.raw
+    assert r.json() == {"status": "ok"}
+
+
+async def test_readyz_answers_200_when_the_database_is_up(client: Client) -> None:
+    r = await client.call("GET", "/readyz", bearer=None)
+    assert r.status == 200, r.raw
+    assert r.json() == {"status": "ready"}
+
+
+async def test_readyz_answers_503_with_retry_after_when_the_database_is_down(
+    settings: Settings,
+) -> None:
+    down = msgspec.structs.replace(settings, database_url="postgresql://postgres@127.0.0.1:1/x")
+    async with serve_asgi(create_app(down)) as base, aiohttp.ClientSession() as session:
+        client = Client(base, session)
+        r = await client.call("GET", "/readyz", bearer=None)
+        body = assert_problem(r, 503)
+        assert r.headers["Retry-After"].isdigit()
+        assert "127.0.0.1:1" not in body["detail"]
+        assert (await client.call("GET", "/healthz", bearer=None)).status == 200
+        assert_problem(await client.call("GET", "/v1/a2a/agents"), 503)
+
+
+# ---- routing errors -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/", "/v1/a2a", "/v1/a2a/agents/x/y", "/v2/a2a/agents"])
+async def test_unknown_path_is_404_problem(client: Client, path: str) -> None:
+    assert_problem(await client.call("GET", path), 404)
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/v1/a2a/agents/not-a-uuid"),
+        ("PATCH", "/v1/a2a/agents/123"),
+        ("DELETE", "/v1/a2a/agents/not-a-uuid"),
+        ("POST", "/v1/a2a/not-a-uuid/messages"),
+        ("GET", "/v1/a2a/not-a-uuid/tasks"),
+        ("GET", "/v1/a2a/not-a-uuid/tasks/t1"),
+        ("POST", "/v1/a2a/not-a-uuid/tasks/t1/messages"),
+        ("POST", "/v1/a2a/not-a-uuid/tasks/t1/cancel"),
+    ],
+)
+async def test_malformed_agent_id_in_path_is_404(client: Client, method: str, path: str) -> None:
+    assert_problem(await client.call(method, path, {"text": "hi"}), 404)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("PUT", "/v1/a2a/agents", {"GET", "POST"}),
+        ("DELETE", "/v1/a2a/agents", {"GET", "POST"}),
+        ("POST", f"/v1/a2a/agents/{uuid.uuid4()}", {"GET", "PATCH", "DELETE"}),
+        ("GET", f"/v1/a2a/{uuid.uuid4()}/messages", {"POST"}),
+        ("GET", f"/v1/a2a/{uuid.uuid4()}/tasks/t1/cancel", {"POST"}),
+        ("POST", "/healthz", {"GET"}),
+    ],
+)
+async def test_wrong_method_is_405_with_allow(
+    client: Client, method: str, path: str, allowed: set[str]
+) -> None:
+    r = await client.call(method, path)
+    assert_problem(r, 405)
+    listed = {m.strip() for m in r.headers["Allow"].split(",")}
+    assert listed - {"HEAD"} == allowed
+
+
+# ---- every error is problem+json ----------------------------------------------------------
+
+
+async def test_errors_of_every_kind_are_problem_json(client: Client) -> None:
+    agent = str(uuid.uuid4())
+    cases = [
+        (401, "GET", "/v1/a2a/agents", None, None),
+        (403, "GET", "/v1/a2a/agents", None, token(perms=["a2a.invoke"])),
+        (404, "GET", f"/v1/a2a/agents/{agent}", None, ""),
+        (405, "PUT", "/v1/a2a/agents", None, ""),
+        (422, "POST", "/v1/a2a/agents", {"name": ""}, ""),
+        (422, "GET", "/v1/a2a/agents?limit=0", None, ""),
+    ]
+    for status, method, path, body, bearer in cases:
+        assert_problem(await client.call(method, path, body, bearer=bearer), status)
+
+
+async def test_payload_too_large_is_413_problem(client: Client, settings: Settings) -> None:
+    big = b'{"name": "' + b"x" * settings.max_body_bytes + b'"}'
+    r = await client.call(
+        "POST", "/v1/a2a/agents", data=big, headers={"Content-Type": "application/json"}
+    )
+    assert_problem(r, 413)
+
+
+async def boom(request: Request) -> StarletteResponse:
+    raise RuntimeError("internal detail: password=hunter2 at /srv/secret.py")
+
+
+async def test_unexpected_error_is_500_problem_without_details(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(auth.PERMISSIONS, ("GET", "/v1/a2a/boom"), "a2a.read")
+    app = create_app(settings, routes=[*ROUTES, Route("/v1/a2a/boom", boom, methods=["GET"])])
+    async with serve_asgi(app) as base, aiohttp.ClientSession() as session:
+        r = await Client(base, session).call("GET", "/v1/a2a/boom")
+    assert_problem(r, 500)
+    assert b"hunter2" not in r.raw
+    assert b"RuntimeError" not in r.raw
+    assert b"secret.py" not in r.raw

@@ -1,0 +1,227 @@
+"""Migrations and the constraints of the schema."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+
+from a2a_continue.db import migrate_url, migration_files
+from tests.conftest import _create_database, _drop_database, _with_database
+
+STATES = [
+    "submitted",
+    "working",
+    "input-required",
+    "auth-required",
+    "completed",
+    "canceled",
+    "failed",
+    "rejected",
+    "unknown",
+]
+
+
+@pytest.fixture
+async def fresh_url(server_url: str) -> AsyncIterator[str]:
+    """An empty database (no migrations) on the test server, dropped afterwards."""
+    name = f"a2ac_fresh_{uuid.uuid4().hex[:12]}"
+    await _create_database(server_url, name)
+    try:
+        yield _with_database(server_url, name)
+    finally:
+        await _drop_database(server_url, name)
+
+
+async def recorded(url: str) -> list[str]:
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch("SELECT version FROM schema_migrations ORDER BY version")
+        return [r["version"] for r in rows]
+    finally:
+        await conn.close()
+
+
+async def insert_agent(db: asyncpg.Connection, **changes: Any) -> uuid.UUID:
+    values: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "name": "a",
+        "endpoint_url": "http://127.0.0.1:9/",
+        "protocol_version": "1.0",
+        "owner": "alice@example.com",
+        **changes,
+    }
+    columns = ", ".join(values)
+    params = ", ".join(f"${i}" for i in range(1, len(values) + 1))
+    await db.execute(f"INSERT INTO a2a_agents ({columns}) VALUES ({params})", *values.values())
+    agent_id: uuid.UUID = values["id"]
+    return agent_id
+
+
+async def insert_task(
+    db: asyncpg.Connection, agent_id: uuid.UUID, task_id: str = "t1", state: str = "working"
+) -> uuid.UUID:
+    row_id: uuid.UUID = await db.fetchval(
+        """INSERT INTO a2a_tasks (agent_id, task_id, state, owner)
+           VALUES ($1, $2, $3, 'alice@example.com') RETURNING id""",
+        agent_id,
+        task_id,
+        state,
+    )
+    return row_id
+
+
+async def insert_event(db: asyncpg.Connection, task: uuid.UUID, seq: int, **changes: Any) -> None:
+    values: dict[str, Any] = {
+        "type": "task_created",
+        "new_state": "working",
+        "actor": "alice@example.com",
+        **changes,
+    }
+    await db.execute(
+        """INSERT INTO a2a_task_events (task, seq, type, previous_state, new_state, actor)
+           VALUES ($1, $2, $3, $4, $5, $6)""",
+        task,
+        seq,
+        values["type"],
+        values.get("previous_state"),
+        values["new_state"],
+        values["actor"],
+    )
+
+
+# ---- migrations ---------------------------------------------------------------------------
+
+
+def test_migrations_are_numbered_sql_files() -> None:
+    names = [p.name for p in migration_files()]
+    assert names, "no migration files found"
+    assert names[0] == "0001_init.sql"
+    assert names == sorted(names)
+
+
+async def test_migrate_applies_every_file_once_and_records_it(fresh_url: str) -> None:
+    stems = [p.stem for p in migration_files()]
+    assert await migrate_url(fresh_url) == stems
+    assert await recorded(fresh_url) == stems
+
+
+async def test_migrate_twice_is_a_no_op(database_url: str) -> None:
+    assert await migrate_url(database_url) == []
+    assert await migrate_url(database_url) == []
+    assert await recorded(database_url) == [p.stem for p in migration_files()]
+
+
+async def test_concurrent_migrations_apply_each_file_once(fresh_url: str) -> None:
+    stems = [p.stem for p in migration_files()]
+    first, second = await asyncio.gather(migrate_url(fresh_url), migrate_url(fresh_url))
+    assert sorted([first, second], key=len) == [[], stems]
+    assert await recorded(fresh_url) == stems
+
+
+# ---- constraints --------------------------------------------------------------------------
+
+
+async def test_every_canonical_state_is_accepted(db: asyncpg.Connection) -> None:
+    agent = await insert_agent(db)
+    for state in STATES:
+        await insert_task(db, agent, task_id=state, state=state)
+    assert await db.fetchval("SELECT count(*) FROM a2a_tasks") == len(STATES)
+
+
+@pytest.mark.parametrize("state", ["bogus", "TASK_STATE_COMPLETED", "cancelled", "input_required"])
+async def test_task_state_must_be_canonical(db: asyncpg.Connection, state: str) -> None:
+    agent = await insert_agent(db)
+    with pytest.raises(asyncpg.CheckViolationError):
+        await insert_task(db, agent, state=state)
+
+
+async def test_event_states_must_be_canonical(db: asyncpg.Connection) -> None:
+    task = await insert_task(db, await insert_agent(db))
+    with pytest.raises(asyncpg.CheckViolationError):
+        await insert_event(db, task, 1, new_state="done")
+    with pytest.raises(asyncpg.CheckViolationError):
+        await insert_event(db, task, 1, previous_state="TASK_STATE_WORKING")
+
+
+async def test_event_type_must_be_known(db: asyncpg.Connection) -> None:
+    task = await insert_task(db, await insert_agent(db))
+    with pytest.raises(asyncpg.CheckViolationError):
+        await insert_event(db, task, 1, type="task_exploded")
+
+
+async def test_event_seq_starts_at_one(db: asyncpg.Connection) -> None:
+    task = await insert_task(db, await insert_agent(db))
+    with pytest.raises(asyncpg.CheckViolationError):
+        await insert_event(db, task, 0)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"visibility": "team"},
+        {"visibility": "secret"},
+        {"protocol_version": "2.0"},
+        {"endpoint_url": "ftp://example.com/"},
+        {"name": ""},
+        {"auth_type": "oauth"},
+        {"auth_type": "bearer"},
+        {"auth_sealed": b"\x00ciphertext"},
+        {"timeout_seconds": 0.0},
+    ],
+    ids=lambda c: next(iter(c)) + "=" + repr(next(iter(c.values()))),
+)
+async def test_agent_check_constraints_refuse_bad_rows(
+    db: asyncpg.Connection, changes: dict[str, Any]
+) -> None:
+    with pytest.raises(asyncpg.CheckViolationError):
+        await insert_agent(db, **changes)
+
+
+async def test_team_agent_with_a_team_is_accepted(db: asyncpg.Connection) -> None:
+    await insert_agent(db, visibility="team", team_id="red")
+    assert await db.fetchval("SELECT count(*) FROM a2a_agents") == 1
+
+
+async def test_task_id_is_unique_per_agent(db: asyncpg.Connection) -> None:
+    agent, other = await insert_agent(db), await insert_agent(db)
+    await insert_task(db, agent, "t1")
+    await insert_task(db, other, "t1")
+    with pytest.raises(asyncpg.UniqueViolationError):
+        await insert_task(db, agent, "t1")
+
+
+async def test_event_seq_is_unique_per_task(db: asyncpg.Connection) -> None:
+    agent = await insert_agent(db)
+    task, other = await insert_task(db, agent, "t1"), await insert_task(db, agent, "t2")
+    await insert_event(db, task, 1)
+    await insert_event(db, other, 1)
+    with pytest.raises(asyncpg.UniqueViolationError):
+        await insert_event(db, task, 1)
+
+
+async def test_task_needs_an_existing_agent(db: asyncpg.Connection) -> None:
+    with pytest.raises(asyncpg.ForeignKeyViolationError):
+        await insert_task(db, uuid.uuid4())
+
+
+async def test_claim_token_and_expiry_come_together(db: asyncpg.Connection) -> None:
+    task = await insert_task(db, await insert_agent(db))
+    with pytest.raises(asyncpg.CheckViolationError):
+        await db.execute("UPDATE a2a_tasks SET claim_token = gen_random_uuid() WHERE id = $1", task)
+
+
+async def test_deleting_an_agent_cascades_to_tasks_and_events(db: asyncpg.Connection) -> None:
+    agent, kept = await insert_agent(db), await insert_agent(db)
+    for owner in (agent, kept):
+        task = await insert_task(db, owner)
+        await insert_event(db, task, 1)
+        await insert_event(db, task, 2, type="task_continued", previous_state="working")
+    await db.execute("DELETE FROM a2a_agents WHERE id = $1", agent)
+    assert await db.fetchval("SELECT count(*) FROM a2a_tasks WHERE agent_id = $1", agent) == 0
+    assert await db.fetchval("SELECT count(*) FROM a2a_tasks") == 1
+    assert await db.fetchval("SELECT count(*) FROM a2a_task_events") == 2
