@@ -21,9 +21,9 @@ class EncryptionKeyError(ValueError):
 def decode_key(text: str) -> bytes:
     """Decode a 32-byte key given as standard or URL-safe base64."""
     padded = text.strip() + "=" * (-len(text.strip()) % 4)
-    for decode in (base64.b64decode, base64.urlsafe_b64decode):
+    for altchars in (b"+/", b"-_"):
         try:
-            key = decode(padded.encode("ascii"))
+            key = base64.b64decode(padded.encode("ascii"), altchars=altchars, validate=True)
         except (binascii.Error, ValueError, UnicodeEncodeError):
             continue
         if len(key) == 32:

@@ -17,6 +17,12 @@ class _LoopServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
         self._stopping = asyncio.Event()
+        self.ready = asyncio.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self.ready.set()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -49,8 +55,9 @@ async def serve_in_loop(
     server = _LoopServer(uvicorn.Config(app, log_level="warning", lifespan=lifespan))
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        while not server.started and not serving.done():
-            await asyncio.sleep(0.01)
+        ready = asyncio.create_task(server.ready.wait())
+        await asyncio.wait({serving, ready}, return_when=asyncio.FIRST_COMPLETED)
+        ready.cancel()
         if not server.started:
             sock.close()
             await asyncio.gather(serving, return_exceptions=True)

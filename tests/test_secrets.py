@@ -102,3 +102,9 @@ def test_generated_secrets_are_created_once_and_private(tmp_path: Path) -> None:
     assert len(decode_key(created["encryption_key"])) == 32
     assert len(created["jwt_secret"]) >= 32
     assert (data_dir / "secrets.json").stat().st_mode & 0o077 == 0
+
+
+def test_decode_key_rejects_a_key_with_stray_characters() -> None:
+    text = base64.b64encode(bytes(range(32))).decode()
+    with pytest.raises(EncryptionKeyError):
+        decode_key(text[:10] + "!*" + text[10:])
