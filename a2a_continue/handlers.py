@@ -8,7 +8,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from a2a_continue import agents, invoke, tasks
+from a2a_continue import agents, continuation, invoke, tasks
 from a2a_continue.auth import Caller
 from a2a_continue.errors import DatabaseUnavailable, PayloadTooLarge
 from a2a_continue.gateway import DB_DOWN, Gateway
@@ -21,6 +21,7 @@ from a2a_continue.models import (
     decode_body,
     encode,
 )
+from a2a_continue.outbound import Forwarded
 
 JSON = "application/json"
 
@@ -61,7 +62,7 @@ def json_response(value: Any, status: int = 200) -> Response:
     return Response(encode(value), status_code=status, media_type=JSON)
 
 
-def forwarded(result: invoke.Forwarded) -> Response:
+def forwarded(result: Forwarded) -> Response:
     """Return the agent's answer unchanged, with the task state after the call."""
     headers = {"A2A-Task-State": result.state} if result.state else {}
     return Response(result.raw, media_type=JSON, headers=headers)
@@ -154,7 +155,7 @@ async def list_events(request: Request) -> Response:
 
 async def continue_task(request: Request) -> Response:
     body = decode_body(await read_body(request), ContinueBody)
-    result = await invoke.continue_task(
+    result = await continuation.continue_task(
         _gateway(request),
         _caller(request),
         _agent_id(request),

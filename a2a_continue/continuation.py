@@ -1,0 +1,239 @@
+"""Continue a task: one follow-up at a time, with the gateway owning the binding."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from a2a_continue import protocol
+from a2a_continue.agents import target_of
+from a2a_continue.auth import TASK_VISIBLE, Caller
+from a2a_continue.db import Record
+from a2a_continue.errors import (
+    AgentBadAnswer,
+    AgentTimeout,
+    AgentUnreachable,
+    AppError,
+    BadRequest,
+    NotFound,
+    TaskBusy,
+    TaskTerminal,
+)
+from a2a_continue.gateway import Gateway
+from a2a_continue.models import ContinueBody, Message, check_send_body
+from a2a_continue.outbound import Forwarded, check_role, exchange, outgoing_message, send_payload
+from a2a_continue.tasks import TERMINAL_SQL, record_new_task, record_outcome
+
+log = logging.getLogger(__name__)
+
+# Find the visible task and, in the same statement, claim it for one follow-up: the claim
+# is taken only when the task is not terminal, its context matches and no live claim holds
+# it. A holder that dies leaves a claim that expires after the agent's timeout plus a margin.
+CLAIM_TASK = f"""
+WITH target AS (
+    SELECT t.id AS row_id, t.task_id, t.state, t.context_id, t.team_id, a.id AS agent_id,
+           a.endpoint_url, a.protocol_version, a.auth_sealed, a.timeout_seconds
+    FROM a2a_tasks t JOIN a2a_agents a ON a.id = t.agent_id
+    WHERE t.agent_id = $4 AND t.task_id = $5 AND {TASK_VISIBLE}
+), claimed AS (
+    UPDATE a2a_tasks t
+    SET claim_token = $6,
+        claim_expires_at = now() + make_interval(secs => COALESCE(target.timeout_seconds, $8) + $9)
+    FROM target
+    WHERE t.id = target.row_id
+      AND t.state NOT IN {TERMINAL_SQL}
+      AND ($7::text IS NULL OR t.context_id = $7)
+      AND (t.claim_expires_at IS NULL OR t.claim_expires_at < now())
+    RETURNING t.id, t.state
+)
+SELECT target.*, claimed.id IS NOT NULL AS claimed, COALESCE(claimed.state, target.state) AS now
+FROM target LEFT JOIN claimed ON claimed.id = target.row_id
+"""
+
+RELEASE_CLAIM = """
+UPDATE a2a_tasks SET claim_token = NULL, claim_expires_at = NULL
+WHERE id = $1 AND claim_token = $2
+"""
+
+
+def check_owned_ids(message: Message | None, task_id: str) -> None:
+    """A client taskId must name the task of the path."""
+    if message is not None and message.task_id is not None and message.task_id != task_id:
+        raise BadRequest(
+            f"message.taskId {message.task_id!r} differs from the task in the path {task_id!r}"
+        )
+
+
+def refusal(row: Record, client_context: str | None) -> AppError:
+    """Say why a follow-up could not claim the task."""
+    if client_context is not None and client_context != row["context_id"]:
+        if row["context_id"] is None:
+            return BadRequest("this task has no contextId; do not send one")
+        return BadRequest(
+            f"message.contextId {client_context!r} differs from the task's {row['context_id']!r}"
+        )
+    if protocol.is_terminal_task_state(row["now"]):
+        return TaskTerminal(row["now"], "continued")
+    return TaskBusy("another follow-up to this task is in flight; retry when it has answered")
+
+
+async def claim_task(
+    gw: Gateway,
+    caller: Caller,
+    agent_id: uuid.UUID,
+    task_id: str,
+    client_context: str | None,
+    claim: uuid.UUID,
+) -> Record:
+    """Find the visible task and claim it; raise 404, 400 or 409 otherwise."""
+    async with gw.connection() as conn:
+        row = await conn.fetchrow(
+            CLAIM_TASK,
+            *caller.scope_args(),
+            agent_id,
+            task_id,
+            claim,
+            client_context,
+            gw.settings.agent_timeout_s,
+            gw.settings.claim_margin_s,
+        )
+    if row is None:
+        raise NotFound(f"task {task_id} not found")
+    if not row["claimed"]:
+        raise refusal(row, client_context)
+    return row
+
+
+class FollowUp:
+    """One claimed follow-up: everything recorded about it is written through here."""
+
+    def __init__(self, gw: Gateway, caller: Caller, row: Record, claim: uuid.UUID) -> None:
+        self.gw, self.caller, self.row, self.claim = gw, caller, row, claim
+        self.message_id = str(uuid.uuid4())
+
+    async def failed(self, error: AppError) -> None:
+        """Log a call that did not get an answer (502/504) and release the claim."""
+        data = {"messageId": self.message_id, "reason": error.slug, "detail": error.detail}
+        try:
+            async with self.gw.connection() as conn:
+                await record_outcome(
+                    conn,
+                    self.row["row_id"],
+                    state=None,
+                    event="task_continue_failed",
+                    actor=self.caller.sub,
+                    data=data,
+                    claim=self.claim,
+                )
+        except Exception:
+            log.exception("could not log the failed follow-up to task %s", self.row["row_id"])
+            await self.release()
+
+    async def answered(self, answer: protocol.AgentAnswer) -> str:
+        """Store the agent's answer and release the claim; return the state to report.
+
+        Nothing here fails the request: the agent already has the message.
+        """
+        data: dict[str, Any] = {"messageId": self.message_id}
+        if answer.error_code is not None:
+            data["error"] = {"code": answer.error_code}
+        task = answer.task
+        try:
+            if task is not None and task.id != self.row["task_id"]:
+                return await self._redirected(task, data)
+            return await self._continued(task, data)
+        except Exception:
+            log.exception("could not store the follow-up to task %s", self.row["row_id"])
+            await self.release()
+            return task.state if task else str(self.row["now"])
+
+    async def _continued(self, task: protocol.AgentTask | None, data: dict[str, Any]) -> str:
+        outcome: dict[str, Any] = {"state": None}
+        if task is not None:
+            outcome = {
+                "state": task.state,
+                "status_message": task.status_message,
+                "artifacts": task.artifacts or None,
+            }
+        async with self.gw.connection() as conn:
+            try:
+                stored = await record_outcome(
+                    conn,
+                    self.row["row_id"],
+                    **outcome,
+                    event="task_continued",
+                    actor=self.caller.sub,
+                    data=data,
+                    claim=self.claim,
+                )
+            except Exception:
+                log.exception("could not log the follow-up to task %s", self.row["row_id"])
+                stored = await record_outcome(
+                    conn,
+                    self.row["row_id"],
+                    **outcome,
+                    event="task_continued",
+                    actor=self.caller.sub,
+                    data=data,
+                    claim=self.claim,
+                    with_event=False,
+                )
+        return str(stored["state"])
+
+    async def _redirected(self, task: protocol.AgentTask, data: dict[str, Any]) -> str:
+        """The agent answered with another task: record it for the caller and link the two."""
+        original = self.row["task_id"]
+        async with self.gw.connection() as conn, conn.transaction():
+            state = await record_new_task(
+                conn,
+                self.row["agent_id"],
+                task,
+                self.caller.sub,
+                self.row["team_id"],
+                {**data, "redirectedFrom": original},
+            )
+            await record_outcome(
+                conn,
+                self.row["row_id"],
+                state=None,
+                event="task_redirected",
+                actor=self.caller.sub,
+                data={**data, "redirectedTo": task.id},
+                claim=self.claim,
+            )
+        # A redirect to another caller's task leaves it theirs; report the original's state.
+        return state if state is not None else str(self.row["now"])
+
+    async def release(self) -> None:
+        """Give up the claim without recording anything."""
+        try:
+            async with self.gw.connection() as conn:
+                await conn.execute(RELEASE_CLAIM, self.row["row_id"], self.claim)
+        except Exception:
+            log.exception("could not release the claim on task %s", self.row["row_id"])
+
+
+async def continue_task(
+    gw: Gateway, caller: Caller, agent_id: uuid.UUID, task_id: str, body: ContinueBody
+) -> Forwarded:
+    """Send a follow-up to a task, one at a time, and record what came of it."""
+    check_send_body(body)
+    check_role(body.message)
+    check_owned_ids(body.message, task_id)
+    client_context = body.message.context_id if body.message else None
+    claim = uuid.uuid4()
+    row = await claim_task(gw, caller, agent_id, task_id, client_context, claim)
+    follow_up = FollowUp(gw, caller, row, claim)
+    try:
+        target = target_of(row, gw.sealer, gw.settings.agent_timeout_s)
+        version = target.protocol_version
+        message = outgoing_message(body, version, follow_up.message_id, task_id, row["context_id"])
+        reply, answer = await exchange(gw, target, send_payload(body, version, message))
+    except (AgentTimeout, AgentUnreachable, AgentBadAnswer) as error:
+        await follow_up.failed(error)
+        raise
+    except BaseException:
+        await follow_up.release()
+        raise
+    return Forwarded(reply.raw, await follow_up.answered(answer))
