@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -25,6 +26,7 @@ from a2a_continue.auth import mint_token
 from a2a_continue.db import migrate_url
 from a2a_continue.secrets import new_key
 from a2a_continue.settings import Settings
+from tests.sdk_agent import SdkAgent, run_sdk_agent
 from tests.servers import serve_aiohttp, serve_asgi
 
 JWT_SECRET = "test-secret-" + "x" * 32
@@ -217,3 +219,26 @@ async def fake_agent() -> AsyncIterator[Callable[[Handler], Awaitable[FakeAgent]
             return agent
 
         yield start
+
+
+@pytest.fixture
+async def sdk() -> AsyncIterator[SdkAgent]:
+    """A real a2a-sdk agent (1.0 and 0.3 on one endpoint)."""
+    async with run_sdk_agent() as agent:
+        yield agent
+
+
+async def register(client: Client, url: str, version: str = "1.0", **extra: Any) -> str:
+    """Register an agent through the gateway; return its id."""
+    body = {"name": "weather", "endpointUrl": url, "protocolVersion": version, **extra}
+    r = await client.call("POST", "/v1/a2a/agents", body)
+    assert r.status == 201, r.raw
+    return str(r.json()["id"])
+
+
+def dead_url() -> str:
+    """A local URL nothing listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/"

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
 import pytest
 
-from tests.conftest import Client, FakeAgent, Handler
-from tests.sdk_agent import SdkAgent, run_sdk_agent
+from tests.conftest import Client, FakeAgent, Handler, dead_url, register
+from tests.sdk_agent import SdkAgent
 
 JSON = dict[str, Any]
 StartFake = Callable[[Handler], Awaitable[FakeAgent]]
@@ -35,33 +34,12 @@ TASK_FIELDS = {
 }
 
 
-@pytest.fixture
-async def sdk() -> AsyncIterator[SdkAgent]:
-    async with run_sdk_agent() as agent:
-        yield agent
-
-
-async def register(client: Client, url: str, version: str = "1.0", **extra: Any) -> str:
-    body = {"name": "weather", "endpointUrl": url, "protocolVersion": version, **extra}
-    r = await client.call("POST", "/v1/a2a/agents", body)
-    assert r.status == 201, r.raw
-    return str(r.json()["id"])
-
-
 async def start(client: Client, agent: str, text: str = "weather?") -> str:
     """Start a task through the gateway; return the agent's task id."""
     r = await client.call("POST", f"/v1/a2a/{agent}/messages", {"text": text})
     assert r.status == 200, r.raw
     result = r.json()["result"]
     return str(result["task"]["id"] if "task" in result else result["id"])
-
-
-def dead_url() -> str:
-    """A local URL nothing listens on."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/"
 
 
 async def snapshot(db: asyncpg.Connection) -> Snapshot:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -15,7 +14,7 @@ from aiohttp import web
 
 from a2a_continue.downstream import AgentReply, AgentTarget, post_rpc
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable
-from tests.conftest import FakeAgent, Handler
+from tests.conftest import FakeAgent, Handler, dead_url
 
 JSON = dict[str, Any]
 StartFake = Callable[[Handler], Awaitable[FakeAgent]]
@@ -47,14 +46,6 @@ def answer_of(request: JSON, size: int = 0) -> bytes:
 
 async def echo(request: JSON) -> bytes:
     return answer_of(request)
-
-
-def dead_url() -> str:
-    """A local URL nothing listens on."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/"
 
 
 # ---- what is sent ------------------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -18,8 +17,8 @@ from a2a_continue.app import create_app
 from a2a_continue.protocol import AgentTask
 from a2a_continue.settings import Settings
 from a2a_continue.tasks import record_new_task
-from tests.conftest import Client, FakeAgent, Handler, token
-from tests.sdk_agent import SdkAgent, run_sdk_agent
+from tests.conftest import Client, FakeAgent, Handler, dead_url, register, token
+from tests.sdk_agent import SdkAgent
 from tests.servers import serve_asgi
 
 JSON = dict[str, Any]
@@ -27,19 +26,6 @@ StartFake = Callable[[Handler], Awaitable[FakeAgent]]
 
 BOB = token("bob@example.com")
 SEND_METHOD = {"1.0": "SendMessage", "0.3": "message/send"}
-
-
-@pytest.fixture
-async def sdk() -> AsyncIterator[SdkAgent]:
-    async with run_sdk_agent() as agent:
-        yield agent
-
-
-async def register(client: Client, url: str, version: str = "1.0", **extra: Any) -> str:
-    body = {"name": "weather", "endpointUrl": url, "protocolVersion": version, **extra}
-    r = await client.call("POST", "/v1/a2a/agents", body)
-    assert r.status == 201, r.raw
-    return str(r.json()["id"])
 
 
 def task_answer(request: JSON, state: str = "TASK_STATE_INPUT_REQUIRED") -> JSON:
@@ -50,14 +36,6 @@ def task_answer(request: JSON, state: str = "TASK_STATE_INPUT_REQUIRED") -> JSON
 
 async def answer_task(request: JSON) -> JSON:
     return task_answer(request)
-
-
-def dead_url() -> str:
-    """A local URL nothing listens on."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/"
 
 
 async def task_count(db: asyncpg.Connection) -> int:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
 import pytest
 
-from tests.conftest import Client, FakeAgent, Handler, token
-from tests.sdk_agent import SdkAgent, run_sdk_agent
+from tests.conftest import Client, FakeAgent, Handler, register, token
+from tests.sdk_agent import SdkAgent
 
 JSON = dict[str, Any]
 StartFake = Callable[[Handler], Awaitable[FakeAgent]]
@@ -38,12 +38,6 @@ TASK_FIELDS = {
 }
 
 
-@pytest.fixture
-async def sdk() -> AsyncIterator[SdkAgent]:
-    async with run_sdk_agent() as agent:
-        yield agent
-
-
 async def state_from_text(request: JSON) -> JSON:
     """A 1.0 agent starting a new task whose state is the text it was sent."""
     message = request["params"]["message"]
@@ -58,13 +52,6 @@ async def state_from_text(request: JSON) -> JSON:
 @pytest.fixture
 async def agent_url(fake_agent: StartFake) -> str:
     return (await fake_agent(state_from_text)).url
-
-
-async def register(client: Client, url: str, version: str = "1.0", **extra: Any) -> str:
-    body = {"name": "weather", "endpointUrl": url, "protocolVersion": version, **extra}
-    r = await client.call("POST", "/v1/a2a/agents", body)
-    assert r.status == 201, r.raw
-    return str(r.json()["id"])
 
 
 async def start(
