@@ -18,7 +18,7 @@ from starlette.routing import Route
 from a2a_continue import handlers as h
 from a2a_continue.auth import PermissionMiddleware
 from a2a_continue.db import QueryLogger, create_pool
-from a2a_continue.errors import AppError, NotFound, problem_response
+from a2a_continue.errors import AppError, problem_response
 from a2a_continue.gateway import Gateway
 from a2a_continue.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings
@@ -99,6 +99,3 @@ def create_app(
         },
         lifespan=lifespan,
     )
-
-
-__all__ = ["ROUTES", "NotFound", "create_app"]

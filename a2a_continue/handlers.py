@@ -84,6 +84,7 @@ async def readyz(request: Request) -> Response:
 
 
 async def create_agent(request: Request) -> Response:
+    """Register an agent for the caller."""
     body = decode_body(await read_body(request), AgentCreate)
     gw = _gateway(request)
     async with gw.connection() as conn:
@@ -92,18 +93,21 @@ async def create_agent(request: Request) -> Response:
 
 
 async def list_agents(request: Request) -> Response:
+    """List the agents the caller can see."""
     async with _gateway(request).connection() as conn:
         page = await agents.list_agents(conn, _caller(request), request.query_params)
     return json_response(page)
 
 
 async def get_agent(request: Request) -> Response:
+    """Show one agent."""
     async with _gateway(request).connection() as conn:
         agent = await agents.get_agent(conn, _caller(request), _agent_id(request))
     return json_response(agent)
 
 
 async def update_agent(request: Request) -> Response:
+    """Change an agent (owner or admin)."""
     patch = decode_body(await read_body(request), AgentPatch)
     gw = _gateway(request)
     async with gw.connection() as conn:
@@ -114,18 +118,21 @@ async def update_agent(request: Request) -> Response:
 
 
 async def delete_agent(request: Request) -> Response:
+    """Delete an agent (owner or admin)."""
     async with _gateway(request).connection() as conn:
         await agents.delete_agent(conn, _caller(request), _agent_id(request))
     return Response(status_code=204)
 
 
 async def start_task(request: Request) -> Response:
+    """Send a first message to an agent."""
     body = decode_body(await read_body(request), StartBody)
     result = await invoke.start_task(_gateway(request), _caller(request), _agent_id(request), body)
     return forwarded(result)
 
 
 async def list_tasks(request: Request) -> Response:
+    """List the caller's tasks of one agent."""
     async with _gateway(request).connection() as conn:
         page = await tasks.list_tasks(
             conn, _caller(request), _agent_id(request), request.query_params
@@ -134,6 +141,7 @@ async def list_tasks(request: Request) -> Response:
 
 
 async def get_task(request: Request) -> Response:
+    """Show one task."""
     async with _gateway(request).connection() as conn:
         task = await tasks.get_task(
             conn, _caller(request), _agent_id(request), request.path_params["task_id"]
@@ -142,6 +150,7 @@ async def get_task(request: Request) -> Response:
 
 
 async def list_events(request: Request) -> Response:
+    """List a task's events after a sequence number."""
     async with _gateway(request).connection() as conn:
         page = await tasks.list_events(
             conn,
@@ -154,6 +163,7 @@ async def list_events(request: Request) -> Response:
 
 
 async def continue_task(request: Request) -> Response:
+    """Send a follow-up message to a task."""
     body = decode_body(await read_body(request), ContinueBody)
     result = await continuation.continue_task(
         _gateway(request),
@@ -166,6 +176,7 @@ async def continue_task(request: Request) -> Response:
 
 
 async def cancel_task(request: Request) -> Response:
+    """Cancel a task."""
     raw = await read_body(request)
     if raw.strip():
         decode_body(raw, CancelBody)

@@ -149,7 +149,7 @@ prev AS (
         claim_token = CASE WHEN t.claim_token = $5 THEN NULL ELSE t.claim_token END,
         claim_expires_at = CASE WHEN t.claim_token = $5 THEN NULL ELSE t.claim_expires_at END
     FROM prev WHERE t.id = prev.id
-    RETURNING {TASK_COLUMNS.replace("t.id AS row_id", "t.id AS row_id, prev.state AS previous")}
+    RETURNING {TASK_COLUMNS}, prev.state AS previous
 )"""
 
 RECORD_OUTCOME = f"""
