@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Sequence
@@ -47,6 +48,7 @@ class Caller(msgspec.Struct, frozen=True, kw_only=True):
     permissions: frozenset[str] = frozenset()
     teams: tuple[str, ...] = ()
     is_admin: bool = False
+    expires_at: float = math.inf
 
     def may(self, permission: str) -> bool:
         """Tell whether the token grants ``permission``."""
@@ -86,7 +88,28 @@ def caller_from_token(token: str, secret: str) -> Caller:
         permissions=frozenset(parsed.permissions),
         teams=tuple(parsed.teams),
         is_admin=parsed.is_admin,
+        expires_at=parsed.exp,
     )
+
+
+class VerifiedTokens:
+    """Tokens already verified, kept until they expire, so each signature is checked once."""
+
+    def __init__(self, secret: str, size: int = 4096) -> None:
+        self.secret = secret
+        self.size = size
+        self._callers: dict[str, Caller] = {}
+
+    def caller(self, token: str) -> Caller:
+        """Return the token's caller; raise Unauthorized for a bad or expired token."""
+        known = self._callers.get(token)
+        if known is not None and known.expires_at > time.time():
+            return known
+        caller = caller_from_token(token, self.secret)
+        if len(self._callers) >= self.size:
+            self._callers.clear()
+        self._callers[token] = caller
+        return caller
 
 
 def mint_token(
@@ -152,7 +175,7 @@ class PermissionMiddleware:
     def __init__(self, app: ASGIApp, *, routes: Sequence[BaseRoute], secret: str) -> None:
         self.app = app
         self.routes = routes
-        self.secret = secret
+        self.tokens = VerifiedTokens(secret)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -172,7 +195,7 @@ class PermissionMiddleware:
         method = "GET" if scope["method"] == "HEAD" else scope["method"]
         if route is not None and allowed and (method, route.path) in PUBLIC:
             return None
-        caller = caller_from_token(bearer_token(scope), self.secret)
+        caller = self.tokens.caller(bearer_token(scope))
         if route is None:
             raise NotFound(f"no route matches {scope['path']}")
         if not allowed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 import warnings
@@ -16,7 +17,7 @@ from starlette.responses import Response as StarletteResponse
 from starlette.routing import Route
 
 from a2a_continue.app import ROUTES, create_app
-from a2a_continue.auth import PERMISSIONS, PUBLIC
+from a2a_continue.auth import PERMISSIONS, PUBLIC, mint_token
 from a2a_continue.settings import Settings
 from tests.conftest import JWT_SECRET, Client, Response, token
 from tests.servers import serve_asgi
@@ -225,3 +226,13 @@ async def test_route_missing_from_the_table_is_denied_even_for_star_admin(
         assert b"reached" not in r.raw
         r = await client.call("GET", "/v1/a2a/agents")
         assert r.status == 200, r.raw
+
+
+async def test_a_token_accepted_before_is_refused_once_it_expires(client: Client) -> None:
+    short = mint_token(JWT_SECRET, "alice@example.com", ["*"], ttl_s=1)
+    expires = jwt.decode(short, options={"verify_signature": False})["exp"]
+    assert (await client.call("GET", "/v1/a2a/agents", bearer=short)).status == 200
+    await asyncio.sleep(max(0.0, expires - time.time()) + 0.05)
+    r = await client.call("GET", "/v1/a2a/agents", bearer=short)
+    assert r.status == 401
+    assert "expired" in r.json()["detail"]
