@@ -9,7 +9,7 @@ from typing import Any
 from a2a_continue import protocol
 from a2a_continue.agents import target_of
 from a2a_continue.auth import TASK_VISIBLE, Caller
-from a2a_continue.db import Record
+from a2a_continue.db import Conn, Record
 from a2a_continue.errors import (
     AgentBadAnswer,
     AgentTimeout,
@@ -156,29 +156,25 @@ class FollowUp:
                 "status_message": task.status_message,
                 "artifacts": task.artifacts or None,
             }
+
+        async def store(conn: Conn, with_event: bool) -> Record:
+            return await record_outcome(
+                conn,
+                self.row["row_id"],
+                **outcome,
+                event="task_continued",
+                actor=self.caller.sub,
+                data=data,
+                claim=self.claim,
+                with_event=with_event,
+            )
+
         async with self.gw.connection() as conn:
             try:
-                stored = await record_outcome(
-                    conn,
-                    self.row["row_id"],
-                    **outcome,
-                    event="task_continued",
-                    actor=self.caller.sub,
-                    data=data,
-                    claim=self.claim,
-                )
+                stored = await store(conn, with_event=True)
             except Exception:
                 log.exception("could not log the follow-up to task %s", self.row["row_id"])
-                stored = await record_outcome(
-                    conn,
-                    self.row["row_id"],
-                    **outcome,
-                    event="task_continued",
-                    actor=self.caller.sub,
-                    data=data,
-                    claim=self.claim,
-                    with_event=False,
-                )
+                stored = await store(conn, with_event=False)
         return str(stored["state"])
 
     async def _redirected(self, task: protocol.AgentTask, data: dict[str, Any]) -> str:

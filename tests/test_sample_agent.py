@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -10,6 +9,7 @@ import aiohttp
 import pytest
 
 from a2a_continue.sample_agent import start_sample_agent
+from tests.rpc import message_v03, message_v10, rpc
 
 JSON = dict[str, Any]
 
@@ -27,34 +27,6 @@ async def agent_url() -> AsyncIterator[str]:
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession() as session:
         yield session
-
-
-async def rpc(http: aiohttp.ClientSession, url: str, method: str, params: JSON) -> JSON:
-    body = {"jsonrpc": "2.0", "id": "req-1", "method": method, "params": params}
-    async with http.post(url, json=body) as response:
-        assert response.status == 200
-        answer: JSON = await response.json()
-    assert answer["id"] == "req-1"
-    return answer
-
-
-def message_v10(text: str, task_id: str | None = None) -> JSON:
-    message: JSON = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
-    if task_id:
-        message["taskId"] = task_id
-    return {"message": message}
-
-
-def message_v03(text: str, task_id: str | None = None) -> JSON:
-    message: JSON = {
-        "kind": "message",
-        "messageId": str(uuid.uuid4()),
-        "role": "user",
-        "parts": [{"kind": "text", "text": text}],
-    }
-    if task_id:
-        message["taskId"] = task_id
-    return {"message": message}
 
 
 async def test_v10_task_asks_for_city_then_completes_with_forecast(

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
 
+from tests.rpc import message_v03, message_v10, rpc
 from tests.sdk_agent import SdkAgent, run_sdk_agent
 
 JSON = dict[str, Any]
@@ -24,35 +24,6 @@ async def agent() -> AsyncIterator[SdkAgent]:
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession() as session:
         yield session
-
-
-async def rpc(http: aiohttp.ClientSession, url: str, method: str, params: JSON) -> JSON:
-    version = "0.3" if "/" in method else "1.0"
-    body = {"jsonrpc": "2.0", "id": "req-1", "method": method, "params": params}
-    async with http.post(url, json=body, headers={"A2A-Version": version}) as response:
-        assert response.status == 200
-        answer: JSON = await response.json()
-    assert answer["id"] == "req-1"
-    return answer
-
-
-def message_v10(text: str, task_id: str | None = None) -> JSON:
-    message: JSON = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
-    if task_id:
-        message["taskId"] = task_id
-    return {"message": message}
-
-
-def message_v03(text: str, task_id: str | None = None) -> JSON:
-    message: JSON = {
-        "kind": "message",
-        "messageId": str(uuid.uuid4()),
-        "role": "user",
-        "parts": [{"kind": "text", "text": text}],
-    }
-    if task_id:
-        message["taskId"] = task_id
-    return {"message": message}
 
 
 async def test_v10_task_asks_for_city_then_completes_with_forecast(
