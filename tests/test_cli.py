@@ -1,0 +1,164 @@
+"""The command line: token, migrate, and serve on a shared embedded database."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import jwt
+import pytest
+
+from tests.conftest import _create_database, _drop_database, _with_database
+
+CLI = (sys.executable, "-m", "a2a_continue")
+
+
+def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        (*CLI, *args), env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("A2AC_")}
+    env.update(extra)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+            return bool(r.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def wait_ready(port: int, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "serve exited early"
+        if ready(port):
+            return
+        time.sleep(0.1)
+    pytest.fail(f"serve on port {port} did not become ready")
+
+
+def postgres_running(data_dir: Path) -> bool:
+    pid_file = data_dir / "pgdata" / "postmaster.pid"
+    if not pid_file.exists():
+        return False
+    pid = int(pid_file.read_text().split()[0])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Processes of `serve` started by a test; all stopped at the end."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+def test_token_prints_a_signed_token_with_the_given_claims() -> None:
+    secret = "cli-secret-" + "y" * 32
+    done = run_cli(
+        "token", "--sub", "ann@example.com", "--perm", "a2a.read", "--perm", "a2a.invoke",
+        "--team", "blue", "--admin", "--ttl", "120",
+        env=clean_env(A2AC_JWT_SECRET=secret),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    claims = jwt.decode(done.stdout.strip(), secret, algorithms=["HS256"])
+    assert claims["sub"] == "ann@example.com"
+    assert claims["permissions"] == ["a2a.read", "a2a.invoke"]
+    assert claims["teams"] == ["blue"]
+    assert claims["is_admin"] is True
+    assert 100 <= claims["exp"] - time.time() <= 121
+
+
+def test_migrate_applies_pending_migrations_once(server_url: str) -> None:
+    name = f"a2ac_cli_{os.getpid()}"
+    asyncio.run(_create_database(server_url, name))
+    try:
+        env = clean_env(A2AC_DATABASE_URL=_with_database(server_url, name))
+        first, second = run_cli("migrate", env=env), run_cli("migrate", env=env)
+    finally:
+        asyncio.run(_drop_database(server_url, name))
+    assert first.returncode == 0, first.stderr
+    assert "applied: 0001_init" in first.stdout
+    assert second.returncode == 0, second.stderr
+    assert "nothing, the schema is current" in second.stdout
+
+
+def test_serve_on_a_given_database_refuses_to_start_without_secrets() -> None:
+    done = run_cli("serve", env=clean_env(A2AC_DATABASE_URL="postgresql://x@127.0.0.1:1/x"))
+    assert done.returncode == 2
+    assert "A2AC_JWT_SECRET and A2AC_ENCRYPTION_KEY must be set" in done.stderr
+
+
+def test_serve_refuses_a_malformed_encryption_key() -> None:
+    done = run_cli("serve", env=clean_env(A2AC_ENCRYPTION_KEY="not-a-key"))
+    assert done.returncode == 2
+    assert "A2AC_ENCRYPTION_KEY" in done.stderr
+
+
+def test_two_serves_share_one_embedded_database_and_the_last_stops_it(
+    tmp_path: Path, serve: list[subprocess.Popen[bytes]]
+) -> None:
+    data_dir = tmp_path / "data"
+    env = clean_env(A2AC_DATA_DIR=str(data_dir))
+    ports = [free_port(), free_port()]
+    for port in ports:
+        process = subprocess.Popen(
+            (*CLI, "serve", "--port", str(port)),
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        serve.append(process)
+        wait_ready(port, process)
+    secrets = json.loads((data_dir / "secrets.json").read_text())
+    assert set(secrets) == {"jwt_secret", "encryption_key"}
+    assert (data_dir / "secrets.json").stat().st_mode & 0o777 == 0o600
+
+    serve[0].send_signal(signal.SIGTERM)
+    assert serve[0].wait(timeout=30) == 0
+    assert ready(ports[1]), "the second serve lost its database when the first stopped"
+    assert postgres_running(data_dir)
+
+    serve[1].send_signal(signal.SIGTERM)
+    assert serve[1].wait(timeout=30) == 0
+    assert not postgres_running(data_dir)
+
+
+def test_serve_keeps_the_secrets_it_generated_once(tmp_path: Path) -> None:
+    env = clean_env(A2AC_DATA_DIR=str(tmp_path))
+    first = run_cli("token", "--sub", "a@example.com", env=env)
+    second = run_cli("token", "--sub", "a@example.com", env=env)
+    secret = json.loads((tmp_path / "secrets.json").read_text())["jwt_secret"]
+    for done in (first, second):
+        assert done.returncode == 0, done.stderr
+        jwt.decode(done.stdout.strip(), secret, algorithms=["HS256"])
