@@ -1,7 +1,10 @@
-"""Benchmark: the cost of a follow-up through the gateway, as a ratio to calling the agent.
+"""Benchmark: what a follow-up through the gateway costs, as ratios to two baselines.
 
-Both paths run in the same process and the same run, against the same local agent, so the
-ratio holds on a noisy machine where absolute milliseconds do not. Usage:
+Baselines, measured in the same run against the same local agent:
+- direct: the client posts the A2A request to the agent itself;
+- proxy: a bare Starlette + aiohttp pass-through (no auth, no validation, no database),
+  the least any HTTP gateway on this stack can cost.
+Ratios hold on a noisy machine where absolute milliseconds do not. Usage:
     python bench/continue_bench.py [--requests 300] [--concurrency 20]
 """
 
@@ -16,9 +19,14 @@ import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from aiohttp import web
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from a2a_continue.app import create_app
 from a2a_continue.auth import mint_token
@@ -26,6 +34,8 @@ from a2a_continue.db import migrate_url
 from a2a_continue.secrets import new_key
 from a2a_continue.serving import serve_in_loop
 from a2a_continue.settings import Settings, load_settings
+
+Call = Callable[[int], Awaitable[None]]
 
 
 def agent_app() -> web.Application:
@@ -46,7 +56,29 @@ def agent_app() -> web.Application:
     return app
 
 
-async def timed(n: int, concurrency: int, call: Callable[[int], Awaitable[None]]) -> list[float]:
+def proxy_app(agent_url: str, session: aiohttp.ClientSession) -> Starlette:
+    """A pass-through: the request body goes to the agent, its answer comes back."""
+
+    async def forward(request: Request) -> Response:
+        async with session.post(agent_url, data=await request.body()) as r:
+            return Response(await r.read(), media_type="application/json")
+
+    return Starlette(routes=[Route("/", forward, methods=["POST"])])
+
+
+def send_request(task_id: str) -> dict[str, Any]:
+    """The 1.0 follow-up a client would send the agent itself."""
+    message = {
+        "messageId": str(uuid.uuid4()),
+        "role": "ROLE_USER",
+        "taskId": task_id,
+        "parts": [{"text": "x"}],
+    }
+    return {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": "SendMessage",
+            "params": {"message": message}}  # fmt: skip
+
+
+async def timed(n: int, concurrency: int, call: Call) -> list[float]:
     """Run ``call`` n times, ``concurrency`` at once; return each latency in seconds.
 
     ``call`` gets its worker's number, so each worker keeps to its own task.
@@ -75,76 +107,73 @@ def summary(latencies: list[float], wall: float) -> dict[str, float]:
 
 
 async def measure(settings: Settings, n: int, concurrency: int) -> None:
-    """Measure direct agent calls and gateway follow-ups, then print the ratios."""
+    """Measure the three paths sequentially and concurrently, then print the ratios."""
     runner = web.AppRunner(agent_app(), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
     agent_url = f"http://127.0.0.1:{runner.addresses[0][1]}/"
     statements: list[str] = []
-    app = create_app(settings, on_query=lambda record: statements.append(record.query))
-    headers = {"Authorization": f"Bearer {mint_token(settings.jwt_secret, 'bench@x', ['*'])}"}
+    gateway = create_app(settings, on_query=lambda record: statements.append(record.query))
+    token = mint_token(settings.jwt_secret, "bench@example.com", ["*"])
     try:
-        async with serve_in_loop(app) as base, aiohttp.ClientSession(headers=headers) as http:
+        async with (
+            aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http,
+            aiohttp.ClientSession() as upstream,
+            serve_in_loop(gateway) as base,
+            serve_in_loop(proxy_app(agent_url, upstream)) as proxy,
+        ):
             reg = {"name": "bench", "endpointUrl": agent_url, "protocolVersion": "1.0"}
             async with http.post(base + "/v1/a2a/agents", json=reg) as r:
                 agent_id = (await r.json())["id"]
             tasks: list[str] = []
             for _ in range(concurrency):
-                async with http.post(
-                    f"{base}/v1/a2a/{agent_id}/messages", json={"text": "hi"}
-                ) as r:
+                start_url = f"{base}/v1/a2a/{agent_id}/messages"
+                async with http.post(start_url, json={"text": "hi"}) as r:
                     tasks.append((await r.json())["result"]["task"]["id"])
 
-            async def direct(i: int) -> None:
-                payload = {
-                    "jsonrpc": "2.0",
-                    "id": str(i),
-                    "method": "SendMessage",
-                    "params": {
-                        "message": {
-                            "messageId": str(uuid.uuid4()),
-                            "role": "ROLE_USER",
-                            "taskId": tasks[i],
-                            "parts": [{"text": "x"}],
-                        }
-                    },
-                }
-                async with http.post(agent_url, json=payload) as r:
-                    await r.read()
+            def post_to(url: str) -> Call:
+                async def call(worker: int) -> None:
+                    async with http.post(url, json=send_request(tasks[worker])) as r:
+                        await r.read()
 
-            async def follow_up(i: int) -> None:
-                url = f"{base}/v1/a2a/{agent_id}/tasks/{tasks[i]}/messages"
+                return call
+
+            async def follow_up(worker: int) -> None:
+                url = f"{base}/v1/a2a/{agent_id}/tasks/{tasks[worker]}/messages"
                 async with http.post(url, json={"text": "x"}) as r:
                     assert r.status == 200, await r.text()
                     await r.read()
 
-            await timed(50, concurrency, direct)  # warm both paths
-            await timed(50, concurrency, follow_up)
-            rows = {}
-            for name, call, c in (
-                ("direct, sequential", direct, 1),
-                ("gateway, sequential", follow_up, 1),
-                (f"direct, {concurrency} at once", direct, concurrency),
-                (f"gateway, {concurrency} at once", follow_up, concurrency),
-            ):
-                statements.clear()
-                start = time.perf_counter()
-                latencies = await timed(n, c, call)
-                rows[name] = summary(latencies, time.perf_counter() - start)
-                if name.startswith("gateway"):
-                    rows[name]["statements_per_request"] = len(statements) / n
+            paths = {"direct": post_to(agent_url), "proxy": post_to(proxy), "gateway": follow_up}
+            for call in paths.values():
+                await timed(50, concurrency, call)  # warm every path
+            rows: dict[tuple[str, int], dict[str, float]] = {}
+            for c in (1, concurrency):
+                for name, call in paths.items():
+                    statements.clear()
+                    start = time.perf_counter()
+                    latencies = await timed(n, c, call)
+                    rows[name, c] = summary(latencies, time.perf_counter() - start)
+                    if name == "gateway":
+                        rows[name, c]["statements_per_request"] = len(statements) / n
     finally:
         await runner.cleanup()
-    for name, row in rows.items():
-        print(f"{name:28s} " + "  ".join(f"{k}={v:.2f}" for k, v in row.items()))
-    seq = rows["gateway, sequential"]["p50_ms"] / rows["direct, sequential"]["p50_ms"]
-    conc_name = f"{concurrency} at once"
-    rps = rows[f"gateway, {conc_name}"]["rps"] / rows[f"direct, {conc_name}"]["rps"]
-    print(
-        f"\nratio gateway/direct: p50 latency x{seq:.2f} (sequential); "
-        f"throughput x{rps:.2f} ({conc_name})"
-    )
+    report(rows, concurrency)
+
+
+def report(rows: dict[tuple[str, int], dict[str, float]], concurrency: int) -> None:
+    """Print each measurement and the gateway's ratios to the baselines."""
+    for (name, c), row in rows.items():
+        label = f"{name}, {'sequential' if c == 1 else f'{c} at once'}"
+        print(f"{label:24s} " + "  ".join(f"{k}={v:.2f}" for k, v in row.items()))
+    print()
+    for base in ("direct", "proxy"):
+        latency = rows["gateway", 1]["p50_ms"] / rows[base, 1]["p50_ms"]
+        rps = rows["gateway", concurrency]["rps"] / rows[base, concurrency]["rps"]
+        print(
+            f"gateway/{base}: p50 latency x{latency:.2f} (sequential), "
+            f"throughput x{rps:.2f} ({concurrency} at once)"
+        )
 
 
 def main() -> None:
@@ -153,9 +182,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=20)
     args = parser.parse_args()
-    env = load_settings()
     with ExitStack() as stack:
-        url = env.database_url
+        url = load_settings().database_url
         if not url:
             from a2a_continue.embedded import embedded_database
 
