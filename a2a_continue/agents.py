@@ -130,26 +130,30 @@ async def list_agents(conn: Conn, caller: Caller, params: Mapping[str, str]) -> 
     return AgentList(agents=[agent_out(r) for r in page], next_cursor=cursor)
 
 
-async def get_agent(conn: Conn, caller: Caller, agent_id: uuid.UUID) -> AgentOut:
-    """Return one visible agent, or 404."""
-    row = await conn.fetchrow(
-        f"SELECT {AGENT_COLUMNS} FROM a2a_agents a WHERE a.id = $4 AND {AGENT_VISIBLE}",
-        *caller.scope_args(),
-        agent_id,
-    )
+SELECT_VISIBLE_AGENT = f"""
+SELECT {AGENT_COLUMNS}, a.id AS agent_id, a.auth_sealed
+FROM a2a_agents a WHERE a.id = $4 AND {AGENT_VISIBLE}
+"""
+
+
+async def visible_agent_row(
+    conn: Conn, caller: Caller, agent_id: uuid.UUID, *, for_update: bool = False
+) -> Record:
+    """Return the row of an agent the caller can see (credentials sealed), or raise 404."""
+    sql = SELECT_VISIBLE_AGENT + (" FOR UPDATE" if for_update else "")
+    row = await conn.fetchrow(sql, *caller.scope_args(), agent_id)
     if row is None:
         raise NotFound(f"agent {agent_id} not found")
-    return agent_out(row)
+    return row
+
+
+async def get_agent(conn: Conn, caller: Caller, agent_id: uuid.UUID) -> AgentOut:
+    """Return one visible agent, or 404."""
+    return agent_out(await visible_agent_row(conn, caller, agent_id))
 
 
 async def _owned_agent_row(conn: Conn, caller: Caller, agent_id: uuid.UUID) -> Record:
-    row = await conn.fetchrow(
-        f"SELECT {AGENT_COLUMNS} FROM a2a_agents a WHERE a.id = $4 AND {AGENT_VISIBLE} FOR UPDATE",
-        *caller.scope_args(),
-        agent_id,
-    )
-    if row is None:
-        raise NotFound(f"agent {agent_id} not found")
+    row = await visible_agent_row(conn, caller, agent_id, for_update=True)
     if row["owner"] != caller.sub and not caller.is_admin:
         raise Forbidden("only the agent's owner or an admin may change it")
     return row

@@ -6,15 +6,14 @@ import logging
 import uuid
 
 from a2a_continue import protocol
-from a2a_continue.agents import target_of
-from a2a_continue.auth import AGENT_VISIBLE, Caller
+from a2a_continue.agents import target_of, visible_agent_row
+from a2a_continue.auth import Caller
 from a2a_continue.errors import (
     AgentBadAnswer,
     BadRequest,
     DatabaseUnavailable,
     Forbidden,
     NotCancelable,
-    NotFound,
     TaskTerminal,
 )
 from a2a_continue.gateway import Gateway
@@ -46,15 +45,7 @@ async def start_task(
     """Send a first message to an agent; store the task it starts for the caller."""
     check_start(agent_id, caller, body)
     async with gw.connection() as conn:
-        agent = await conn.fetchrow(
-            f"""SELECT a.id AS agent_id, a.endpoint_url, a.protocol_version, a.auth_sealed,
-                       a.timeout_seconds
-                FROM a2a_agents a WHERE a.id = $4 AND {AGENT_VISIBLE}""",
-            *caller.scope_args(),
-            agent_id,
-        )
-    if agent is None:
-        raise NotFound(f"agent {agent_id} not found")
+        agent = await visible_agent_row(conn, caller, agent_id)
     target = target_of(agent, gw.sealer, gw.settings.agent_timeout_s)
     message_id = str(uuid.uuid4())
     context_id = body.message.context_id if body.message else None
