@@ -31,6 +31,22 @@ from tests.servers import serve_aiohttp, serve_asgi
 
 JWT_SECRET = "test-secret-" + "x" * 32
 
+# The members of a task as the gateway returns it (SPEC §6).
+TASK_FIELDS = {
+    "agentId",
+    "id",
+    "contextId",
+    "state",
+    "statusMessage",
+    "artifacts",
+    "owner",
+    "teamId",
+    "createdAt",
+    "updatedAt",
+    "completedAt",
+    "lastSeq",
+}
+
 
 def _with_database(url: str, name: str) -> str:
     parts = urlsplit(url)

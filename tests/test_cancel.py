@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tests.conftest import Client, FakeAgent, Handler, dead_url, register
+from tests.conftest import TASK_FIELDS, Client, FakeAgent, Handler, dead_url, register
 from tests.sdk_agent import SdkAgent
 
 JSON = dict[str, Any]
@@ -18,20 +18,6 @@ Snapshot = tuple[Any, list[Any]]
 
 ALICE = "alice@example.com"
 CANCEL_METHOD = {"1.0": "CancelTask", "0.3": "tasks/cancel"}
-TASK_FIELDS = {
-    "agentId",
-    "id",
-    "contextId",
-    "state",
-    "statusMessage",
-    "artifacts",
-    "owner",
-    "teamId",
-    "createdAt",
-    "updatedAt",
-    "completedAt",
-    "lastSeq",
-}
 
 
 async def start(client: Client, agent: str, text: str = "weather?") -> str:

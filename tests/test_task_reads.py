@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tests.conftest import Client, FakeAgent, Handler, register, token
+from tests.conftest import TASK_FIELDS, Client, FakeAgent, Handler, register, token
 from tests.sdk_agent import SdkAgent
 
 JSON = dict[str, Any]
@@ -21,21 +21,6 @@ BOB = token("bob@example.com")
 BOB_IN_BLUE = token("bob@example.com", teams=["blue"])
 ALICE_IN_BLUE = token(ALICE, teams=["blue"])
 ADMIN = token("carol@example.com", admin=True)
-
-TASK_FIELDS = {
-    "agentId",
-    "id",
-    "contextId",
-    "state",
-    "statusMessage",
-    "artifacts",
-    "owner",
-    "teamId",
-    "createdAt",
-    "updatedAt",
-    "completedAt",
-    "lastSeq",
-}
 
 
 async def state_from_text(request: JSON) -> JSON:
