@@ -11,19 +11,11 @@ import asyncpg
 import pytest
 
 from a2a_continue.db import migrate_url, migration_files
+from a2a_continue.protocol import CANONICAL_STATES
 from tests.conftest import _create_database, _drop_database, _with_database
 
-STATES = [
-    "submitted",
-    "working",
-    "input-required",
-    "auth-required",
-    "completed",
-    "canceled",
-    "failed",
-    "rejected",
-    "unknown",
-]
+# The schema must accept exactly the states the product speaks.
+STATES = CANONICAL_STATES
 
 
 @pytest.fixture
