@@ -20,6 +20,7 @@ from a2a_continue.auth import PermissionMiddleware
 from a2a_continue.db import QueryLogger, create_pool
 from a2a_continue.errors import AppError, problem_response
 from a2a_continue.gateway import Gateway
+from a2a_continue.live.watcher import Watcher
 from a2a_continue.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings
 
@@ -83,9 +84,13 @@ def create_app(
         session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=200, limit_per_host=100)
         )
+        watcher = Watcher(settings)
+        gateway = Gateway(settings, pool, session, sealer, watcher)
+        await watcher.start(gateway)
         try:
-            yield {"gateway": Gateway(settings, pool, session, sealer)}
+            yield {"gateway": gateway}
         finally:
+            await watcher.stop()
             await session.close()
             await pool.close()
 

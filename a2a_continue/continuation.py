@@ -21,6 +21,7 @@ from a2a_continue.errors import (
     TaskTerminal,
 )
 from a2a_continue.gateway import Gateway
+from a2a_continue.live.watcher import after_send, returns_immediately
 from a2a_continue.models import ContinueBody, Message, check_send_body
 from a2a_continue.outbound import Forwarded, check_role, exchange, outgoing_message, send_payload
 from a2a_continue.tasks import TERMINAL_SQL, record_new_task, record_outcome
@@ -30,6 +31,8 @@ log = logging.getLogger(__name__)
 # Find the visible task and, in the same statement, claim it for one follow-up: the claim
 # is taken only when the task is not terminal, its context matches and no live claim holds
 # it. A holder that dies leaves a claim that expires after the agent's timeout plus a margin.
+# A task under a live watch lease is refused too: the agent is still working on the last
+# message (the watcher follows it until it settles).
 CLAIM_TASK = f"""
 WITH target AS (
     SELECT t.id AS row_id, t.task_id, t.state, t.context_id, t.team_id, a.id AS agent_id,
@@ -45,6 +48,7 @@ WITH target AS (
       AND t.state NOT IN {TERMINAL_SQL}
       AND ($7::text IS NULL OR t.context_id = $7)
       AND (t.claim_expires_at IS NULL OR t.claim_expires_at < now())
+      AND (t.watch_expires_at IS NULL OR t.watch_expires_at < now())
     RETURNING t.id, t.state
 )
 SELECT target.*, claimed.id IS NOT NULL AS claimed, COALESCE(claimed.state, target.state) AS now
@@ -75,7 +79,10 @@ def refusal(row: Record, client_context: str | None) -> AppError:
         )
     if protocol.is_terminal_task_state(row["now"]):
         return TaskTerminal(row["now"], "continued")
-    return TaskBusy("another follow-up to this task is in flight; retry when it has answered")
+    return TaskBusy(
+        "another follow-up to this task is in flight, or the agent is still working on the "
+        "last message; retry once the task settles"
+    )
 
 
 async def claim_task(
@@ -232,4 +239,7 @@ async def continue_task(
     except BaseException:
         await follow_up.release()
         raise
-    return Forwarded(reply.raw, await follow_up.answered(answer))
+    state = await follow_up.answered(answer)
+    if answer.task is not None and answer.task.id == task_id:
+        await after_send(gw, agent_id, answer.task, reply.body, returns_immediately(body))
+    return Forwarded(reply.raw, state)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import aiohttp
 import asyncpg
@@ -13,6 +14,9 @@ from a2a_continue.db import Conn
 from a2a_continue.errors import DatabaseUnavailable
 from a2a_continue.secrets import Sealer
 from a2a_continue.settings import Settings
+
+if TYPE_CHECKING:
+    from a2a_continue.live.watcher import Watcher
 
 # What a lost or refused database connection raises.
 DB_DOWN = (
@@ -32,6 +36,7 @@ class Gateway:
     pool: asyncpg.Pool
     session: aiohttp.ClientSession
     sealer: Sealer
+    watcher: Watcher | None = None
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Conn]:

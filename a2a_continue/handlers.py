@@ -12,6 +12,7 @@ from a2a_continue import agents, continuation, invoke, tasks
 from a2a_continue.auth import Caller
 from a2a_continue.errors import PayloadTooLarge
 from a2a_continue.gateway import Gateway
+from a2a_continue.live import refresh
 from a2a_continue.models import (
     AgentCreate,
     AgentPatch,
@@ -138,11 +139,15 @@ async def list_tasks(request: Request) -> Response:
 
 
 async def get_task(request: Request) -> Response:
-    """Show one task."""
-    async with _gateway(request).connection() as conn:
-        task = await tasks.get_task(
-            conn, _caller(request), _agent_id(request), request.path_params["task_id"]
+    """Show one task (``?refresh=true``: as the agent reports it now)."""
+    task_id = request.path_params["task_id"]
+    if refresh.refresh_param(request.query_params):
+        fresh = await refresh.refresh_task(
+            _gateway(request), _caller(request), _agent_id(request), task_id
         )
+        return json_response(fresh)
+    async with _gateway(request).connection() as conn:
+        task = await tasks.get_task(conn, _caller(request), _agent_id(request), task_id)
     return json_response(task)
 
 

@@ -17,6 +17,7 @@ from a2a_continue.errors import (
     TaskTerminal,
 )
 from a2a_continue.gateway import Gateway
+from a2a_continue.live.watcher import after_send, returns_immediately
 from a2a_continue.models import StartBody, TaskOut, check_send_body
 from a2a_continue.outbound import Forwarded, check_role, exchange, outgoing_message, send_payload
 from a2a_continue.tasks import find_task, record_new_task, record_outcome, task_out
@@ -65,6 +66,7 @@ async def start_task(
         raise DatabaseUnavailable("the agent answered but the task could not be stored") from None
     if state is None:
         raise AgentBadAnswer(f"the agent answered with task {answer.task.id!r} of another caller")
+    await after_send(gw, agent_id, answer.task, reply.body, returns_immediately(body))
     return Forwarded(reply.raw, state)
 
 

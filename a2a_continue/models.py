@@ -119,6 +119,7 @@ class Message(Base):
 class Configuration(Base):
     history_length: Annotated[int, Meta(ge=0)] | None = None
     accepted_output_modes: list[str] | None = None
+    return_immediately: bool | None = None
 
 
 class ContinueBody(Base):

@@ -66,10 +66,18 @@ def send_payload(body: ContinueBody, version: str, message: dict[str, Any]) -> d
         config = {
             "historyLength": body.configuration.history_length,
             "acceptedOutputModes": body.configuration.accepted_output_modes,
+            **return_immediately(body.configuration.return_immediately, version),
         }
     return protocol.build_send_request(
         version, protocol.new_rpc_id(), message, config, body.metadata
     )
+
+
+def return_immediately(value: bool | None, version: str) -> dict[str, bool]:
+    """Say "do not wait for the task to settle" as the version does (0.3: ``blocking``)."""
+    if value is None:
+        return {}
+    return {"returnImmediately": value} if version == "1.0" else {"blocking": not value}
 
 
 async def exchange(

@@ -30,6 +30,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     max_agent_response_bytes: int = 8 * MIB
     claim_margin_s: float = 5.0
     pool_size: int = 10
+    watch_concurrency: int = 100
+    watch_max_s: float = 86400.0
+    watch_lease_s: float = 30.0
+    watch_renew_s: float = 10.0
+    watch_pickup_s: float = 5.0
+    watch_poll_base_s: float = 1.0
+    watch_poll_max_s: float = 30.0
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -57,7 +64,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Build the settings from ``env`` (default: the process environment)."""
     env = os.environ if env is None else env
     data_dir = env.get("A2AC_DATA_DIR") or "~/.local/share/a2a-continue"
-    return Settings(
+    settings = Settings(
         database_url=env.get("A2AC_DATABASE_URL") or None,
         data_dir=Path(data_dir).expanduser(),
         host=env.get("A2AC_HOST") or "127.0.0.1",
@@ -69,4 +76,21 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         max_agent_response_bytes=_integer(env, "A2AC_MAX_AGENT_RESPONSE_BYTES", 8 * MIB),
         claim_margin_s=_number(env, "A2AC_CLAIM_MARGIN_S", 5.0),
         pool_size=_integer(env, "A2AC_POOL_SIZE", 10),
+        watch_concurrency=_integer(env, "A2AC_WATCH_CONCURRENCY", 100),
+        watch_max_s=_number(env, "A2AC_WATCH_MAX_S", 86400.0),
+        watch_lease_s=_number(env, "A2AC_WATCH_LEASE_S", 30.0),
+        watch_renew_s=_number(env, "A2AC_WATCH_RENEW_S", 10.0),
+        watch_pickup_s=_number(env, "A2AC_WATCH_PICKUP_S", 5.0),
+        watch_poll_base_s=_number(env, "A2AC_WATCH_POLL_BASE_S", 1.0),
+        watch_poll_max_s=_number(env, "A2AC_WATCH_POLL_MAX_S", 30.0),
     )
+    return _check_watch(settings)
+
+
+def _check_watch(settings: Settings) -> Settings:
+    """A watch lease must outlive its renewal period; the back-off must grow, not shrink."""
+    if settings.watch_renew_s >= settings.watch_lease_s:
+        raise SettingsError("A2AC_WATCH_RENEW_S must be shorter than A2AC_WATCH_LEASE_S")
+    if settings.watch_poll_base_s > settings.watch_poll_max_s:
+        raise SettingsError("A2AC_WATCH_POLL_BASE_S must not exceed A2AC_WATCH_POLL_MAX_S")
+    return settings

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -49,10 +50,18 @@ class SdkAgent:
     url: str
     received: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    # A "slow" first turn works until this is set (or SLOW_S passes), then asks for input.
+    proceed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+SLOW_S = 10.0
 
 
 class WeatherExecutor(AgentExecutor):
     """Ask for a city, then answer with a forecast; keywords pick other first-turn outcomes."""
+
+    def __init__(self, proceed: asyncio.Event | None = None) -> None:
+        self.proceed = proceed or asyncio.Event()
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Start a task or finish an interrupted one."""
@@ -78,6 +87,11 @@ class WeatherExecutor(AgentExecutor):
             await updater.complete()
         elif text == "fail":
             await updater.failed()
+        elif text == "slow":
+            await updater.start_work()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.proceed.wait(), SLOW_S)
+            await updater.requires_input(updater.new_agent_message([new_text_part("Which city?")]))
         else:
             await updater.requires_input(updater.new_agent_message([new_text_part("Which city?")]))
 
@@ -143,7 +157,7 @@ class _Recorder:
         await self.app(scope, replay, send)
 
 
-def _card(url: str) -> AgentCard:
+def _card(url: str, streaming: bool = False) -> AgentCard:
     return AgentCard(
         name="SDK weather agent",
         description="Asks for a city, then gives a forecast.",
@@ -151,7 +165,7 @@ def _card(url: str) -> AgentCard:
         supported_interfaces=[
             AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
         ],
-        capabilities=AgentCapabilities(streaming=False, push_notifications=False),
+        capabilities=AgentCapabilities(streaming=streaming, push_notifications=False),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[
@@ -167,13 +181,13 @@ def _card(url: str) -> AgentCard:
 
 
 @contextlib.asynccontextmanager
-async def run_sdk_agent() -> AsyncIterator[SdkAgent]:
+async def run_sdk_agent(streaming: bool = False) -> AsyncIterator[SdkAgent]:
     """Serve the SDK agent on a free local port in the running loop for the block's duration."""
     agent = SdkAgent(url="")
     handler = _Handler(
-        agent_executor=WeatherExecutor(),
+        agent_executor=WeatherExecutor(agent.proceed),
         task_store=InMemoryTaskStore(),
-        agent_card=_card("http://127.0.0.1/"),
+        agent_card=_card("http://127.0.0.1/", streaming),
     )
     app = Starlette(routes=create_jsonrpc_routes(handler, "/", enable_v0_3_compat=True))
     try:

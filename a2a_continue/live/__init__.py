@@ -1,0 +1,1 @@
+"""Live tasks: following what agents do between the calls callers make."""

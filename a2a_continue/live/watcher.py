@@ -1,0 +1,320 @@
+"""The watcher: follow the tasks an agent leaves running until they settle, in every process.
+
+Each process runs one watcher (started and stopped in the app's lifespan). It leases live tasks
+(see ``leases``) at start-up, periodically and right after a send of its own that leaves a task
+live, follows each leased task (subscribing when the agent streams, else polling ``GetTask``
+with back-off), records every change as ``task_updated``, and stops at a terminal or interrupted
+state, when the task is gone, after ``A2AC_WATCH_MAX_S`` (``watch-expired``) or when the agent
+no longer knows the task (``agent-lost-task``). One statement renews all the leases a process
+holds; a lease it could not renew is given up, so that two processes never follow one task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from a2a_continue import protocol
+from a2a_continue.agents import target_of
+from a2a_continue.db import Record
+from a2a_continue.downstream import AgentTarget
+from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable, AppError
+from a2a_continue.gateway import DB_DOWN, Gateway
+from a2a_continue.live import leases
+from a2a_continue.live.snapshots import (
+    TASK_NOT_FOUND,
+    ask_agent,
+    raw_task,
+    record_snapshot,
+    status_mark,
+)
+from a2a_continue.models import ContinueBody
+from a2a_continue.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# The actor of the events the watcher writes: nobody asked, the gateway looked.
+WATCHER_ACTOR = "watcher"
+LIVE_STATES = frozenset({"submitted", "working"})
+
+
+class _Stop(Exception):
+    """The watch ends without a final state: ``reason`` says why (None: the task is gone)."""
+
+    def __init__(self, reason: str | None, detail: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass
+class Watch:
+    """One task this process follows under its lease."""
+
+    row_id: uuid.UUID
+    task_id: str
+    token: uuid.UUID
+    target: AgentTarget
+    streaming: bool
+    past: dict[str, Any] | None
+    remaining_s: float
+    seen: dict[str, Any] | None = None
+
+
+class Watcher:
+    """Follows live tasks under leases; bounded by ``A2AC_WATCH_CONCURRENCY`` per process."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._gw: Gateway | None = None
+        self._following: dict[uuid.UUID, tuple[Watch, asyncio.Task[None]]] = {}
+        self._wake = asyncio.Event()
+        self._loops: list[asyncio.Task[None]] = []
+        self._stopping = False
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    async def start(self, gw: Gateway) -> None:
+        """Start picking up and renewing leases (the first pick-up runs at once)."""
+        self._gw = gw
+        self._loops = [
+            asyncio.create_task(self._pick_up_loop(), name="watcher-pick-up"),
+            asyncio.create_task(self._renew_loop(), name="watcher-renew"),
+        ]
+
+    async def stop(self) -> None:
+        """Stop following and give the leases back, so that another process takes them at once."""
+        self._stopping = True
+        for loop in self._loops:
+            loop.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+        held = {row_id: watch.token for row_id, (watch, _) in self._following.items()}
+        following = [task for _, task in self._following.values()]
+        for task in following:
+            task.cancel()
+        await asyncio.gather(*following, return_exceptions=True)
+        if held:
+            try:
+                async with self.gw.connection() as conn:
+                    await leases.release(conn, held)
+            except Exception:
+                log.exception("could not release %d watch leases; they expire instead", len(held))
+
+    @property
+    def gw(self) -> Gateway:
+        """The gateway the watcher runs in."""
+        assert self._gw is not None, "the watcher is not started"
+        return self._gw
+
+    @property
+    def following(self) -> int:
+        """How many tasks this process follows now."""
+        return len(self._following)
+
+    def room(self) -> int:
+        """How many more tasks this process may follow."""
+        return 0 if self._stopping else self.settings.watch_concurrency - len(self._following)
+
+    def nudge(self) -> None:
+        """Pick up free live tasks now rather than at the next period."""
+        self._wake.set()
+
+    # ---- leases -------------------------------------------------------------------------
+
+    async def _pick_up_loop(self) -> None:
+        while True:
+            room = self.room()
+            if room > 0:
+                try:
+                    async with self.gw.connection() as conn:
+                        rows = await leases.pick_up(conn, room, self.settings.watch_lease_s)
+                except Exception as exc:
+                    log.warning("watcher pick-up failed (%s); retrying", type(exc).__name__)
+                    rows = []
+                for row in rows:
+                    self.follow(row)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.settings.watch_pickup_s)
+            self._wake.clear()
+
+    async def _renew_loop(self) -> None:
+        renewed_at = time.monotonic()
+        while True:
+            await asyncio.sleep(self.settings.watch_renew_s)
+            held = {row_id: watch.token for row_id, (watch, _) in self._following.items()}
+            if not held:
+                renewed_at = time.monotonic()
+                continue
+            try:
+                async with self.gw.connection() as conn:
+                    kept = await leases.renew(conn, held, self.settings.watch_lease_s)
+            except Exception as exc:
+                log.warning("watch leases not renewed (%s)", type(exc).__name__)
+                # Stop before the leases can expire: another process may take them then.
+                if time.monotonic() - renewed_at + self.settings.watch_renew_s >= (
+                    self.settings.watch_lease_s
+                ):
+                    self._drop(held)
+                continue
+            renewed_at = time.monotonic()
+            self._drop({row_id: token for row_id, token in held.items() if row_id not in kept})
+
+    def _drop(self, lost: dict[uuid.UUID, uuid.UUID]) -> None:
+        """Stop following tasks whose lease is no longer ours (deleted, or taken over)."""
+        for row_id, token in lost.items():
+            entry = self._following.get(row_id)
+            if entry is not None and entry[0].token == token:
+                log.info("watch of task %s stopped: its lease is gone", entry[0].task_id)
+                entry[1].cancel()
+
+    # ---- following one task ---------------------------------------------------------------
+
+    def follow(self, row: Record) -> None:
+        """Follow a task this process has just leased."""
+        watch = Watch(
+            row_id=row["row_id"],
+            task_id=row["task_id"],
+            token=row["watch_token"],
+            target=target_of(row, self.gw.sealer, self.settings.agent_timeout_s),
+            streaming=bool((row["capabilities"] or {}).get("streaming")),
+            past=row["watch_past"],
+            remaining_s=self.settings.watch_max_s - (row["watched_s"] or 0.0),
+        )
+        previous = self._following.get(watch.row_id)
+        if previous is not None:
+            previous[1].cancel()
+        task = asyncio.create_task(self._run(watch), name=f"watch-{watch.task_id}")
+        self._following[watch.row_id] = (watch, task)
+
+    async def _run(self, watch: Watch) -> None:
+        try:
+            await self._watch(watch)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("watch of task %s failed; its lease is given back", watch.task_id)
+            with contextlib.suppress(Exception):
+                async with self.gw.connection() as conn:
+                    await leases.release(conn, {watch.row_id: watch.token})
+        finally:
+            entry = self._following.get(watch.row_id)
+            if entry is not None and entry[0] is watch:
+                del self._following[watch.row_id]
+
+    async def _watch(self, watch: Watch) -> None:
+        """Follow the task to its end, then end the watch as it went."""
+        try:
+            async with asyncio.timeout(max(watch.remaining_s, 0.0)) as deadline:
+                await self._poll(watch)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            await self._give_up(watch, "watch-expired", "the task did not settle in time")
+            return
+        except _Stop as stop:
+            if stop.reason is not None:
+                await self._give_up(watch, stop.reason, stop.detail)
+            return
+        async with self.gw.connection() as conn:
+            await leases.finish(conn, watch.row_id, watch.token)
+
+    async def _give_up(self, watch: Watch, reason: str, detail: str) -> None:
+        log.warning("watch of task %s gave up: %s (%s)", watch.task_id, reason, detail)
+        async with self.gw.connection() as conn:
+            await leases.give_up(
+                conn, watch.row_id, watch.token, WATCHER_ACTOR, {"reason": reason, "detail": detail}
+            )
+
+    async def _poll(self, watch: Watch) -> None:
+        """Ask the agent with ``GetTask`` until the task settles, backing off between asks."""
+        base, cap = self.settings.watch_poll_base_s, self.settings.watch_poll_max_s
+        delay = base
+        while True:
+            await asyncio.sleep(delay)
+            changed = await self._poll_once(watch)
+            if changed is None:
+                return
+            delay = base if changed else min(delay * 2, cap)
+
+    async def _poll_once(self, watch: Watch) -> bool | None:
+        """Ask once; None when the task settled, else whether the agent reported a change."""
+        try:
+            reply, answer = await ask_agent(self.gw, watch.target, watch.task_id)
+        except (AgentTimeout, AgentUnreachable, AgentBadAnswer) as error:
+            log.warning("watch of task %s: %s", watch.task_id, error.detail)
+            return False
+        if answer.error_code == TASK_NOT_FOUND:
+            raise _Stop("agent-lost-task", f"the agent answered GetTask with {TASK_NOT_FOUND}")
+        task = answer.task
+        if task is None or task.id != watch.task_id:
+            what = f"error {answer.error_code}" if answer.error_code is not None else "no such task"
+            log.warning("watch of task %s: the agent answered GetTask with %s", watch.task_id, what)
+            return False
+        return await self.observe(watch, task, raw_task(reply.body), "poll")
+
+    async def observe(
+        self, watch: Watch, task: protocol.AgentTask, raw: dict[str, Any] | None, source: str
+    ) -> bool | None:
+        """Record what the agent reports; None when the watch is over, else whether it moved."""
+        try:
+            async with self.gw.connection() as conn:
+                stored = await record_snapshot(conn, watch.row_id, task, source, WATCHER_ACTOR)
+        except (AppError, *DB_DOWN) as exc:
+            log.warning("watch of task %s: not recorded (%s)", watch.task_id, type(exc).__name__)
+            return False
+        if stored is None:
+            raise _Stop(None)
+        if protocol.is_terminal_task_state(stored):
+            return None
+        mark = status_mark(task, raw)
+        moved, watch.seen = mark != watch.seen, mark
+        if watch.past is not None:
+            if mark == watch.past:
+                return False  # still the status the send was answered with
+            watch.past = None
+            async with self.gw.connection() as conn:
+                await leases.forget_past(conn, watch.row_id, watch.token)
+        return None if protocol.is_interrupted_task_state(task.state) else moved
+
+
+def returns_immediately(body: ContinueBody) -> bool:
+    """Tell whether the caller asked the agent not to wait for the task to settle."""
+    return body.configuration is not None and body.configuration.return_immediately is True
+
+
+async def after_send(
+    gw: Gateway,
+    agent_id: uuid.UUID,
+    task: protocol.AgentTask,
+    body: Any,
+    return_immediately: bool,
+) -> None:
+    """Hand a task the agent just answered for to the watcher when it is left live.
+
+    After a send with ``returnImmediately`` the task is watched whatever state the answer
+    showed, until the agent reports a new status. This process follows it at once when it has
+    room; otherwise any process picks it up.
+    """
+    if protocol.is_terminal_task_state(task.state):
+        return
+    if not return_immediately and task.state not in LIVE_STATES:
+        return
+    watcher = gw.watcher
+    past = status_mark(task, raw_task(body)) if return_immediately else None
+    token = uuid.uuid4() if watcher is not None and watcher.room() > 0 else None
+    try:
+        async with gw.connection() as conn:
+            row = await leases.hand_over(
+                conn, agent_id, task.id, past, token, gw.settings.watch_lease_s
+            )
+    except Exception:
+        log.exception("task %s could not be handed to the watcher", task.id)
+        return
+    taken = token is not None and row is not None and row["watch_token"] == token
+    if watcher is not None and row is not None and taken:
+        watcher.follow(row)
