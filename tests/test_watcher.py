@@ -12,9 +12,10 @@ import aiohttp
 import asyncpg
 import msgspec
 import pytest
+from aiohttp import web
 
 from a2a_continue.app import create_app
-from a2a_continue.settings import Settings
+from a2a_continue.settings import Settings, SettingsError, load_settings
 from tests.conftest import Client
 from tests.sdk_agent import run_sdk_agent
 from tests.servers import serve_asgi
@@ -297,3 +298,156 @@ async def test_return_immediately_follow_up_waits_past_the_status_it_was_answere
     assert script.gets == 3
     r = await watching.call("POST", agent.messages("T1"), {"text": "France"})
     assert r.status == 200, r.raw
+
+
+async def test_graceful_shutdown_gives_the_lease_back_for_another_gateway_at_once(
+    settings: Settings, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    script = Scripted("working", [], final=status("working"))
+    # A lease far longer than the test: only its release lets the second gateway take over.
+    slow_expiry = fast(settings, watch_lease_s=600.0, watch_renew_s=300.0)
+    async with aiohttp.ClientSession() as session:
+        async with serve_asgi(create_app(slow_expiry)) as base:
+            first = Client(base, session)
+            agent = await register_fake(first, fake_agent, script)
+            await first.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+            await eventually(lambda: script.gets, "the first gateway polls")
+            held = (await lease_of(db, "T1"))["watch_token"]
+            assert held is not None
+
+        released = await lease_of(db, "T1")
+        assert released["watch_token"] is None
+        assert released["watch_started_at"] is not None
+        asked = script.gets
+
+        async with serve_asgi(create_app(slow_expiry)) as base:
+            second = Client(base, session)
+            await eventually(lambda: script.gets > asked, "the second gateway polls")
+            taken = (await lease_of(db, "T1"))["watch_token"]
+            assert taken not in (None, held)
+            script.final = status("input-required", "Which city?")
+            await settles_as(second, agent, "T1", "input-required")
+            await watch_ended(db, "T1")
+
+
+async def test_live_task_left_by_a_start_is_followed_without_returnimmediately(
+    watching: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    script = Scripted("submitted", [status("working")], final=status("completed"))
+    agent = await register_fake(watching, fake_agent, script)
+
+    r = await watching.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+
+    assert r.headers["A2A-Task-State"] == "submitted"
+    assert "configuration" not in agent.received[0]["params"]
+    await settles_as(watching, agent, "T1", "completed")
+    logged = await events(watching, agent, "T1")
+    assert [(e["type"], e["newState"]) for e in logged] == [
+        ("task_created", "submitted"),
+        ("task_updated", "working"),
+        ("task_updated", "completed"),
+    ]
+    await watch_ended(db, "T1")
+    assert script.gets == 2
+
+
+async def test_agent_errors_while_polling_are_retried_with_back_off(
+    watching: Client, fake_agent: StartFake
+) -> None:
+    script = Scripted("working", [-32603], final=status("input-required", "City?"))
+
+    async def flaky(request: JSON) -> Any:
+        if request["method"] == "GetTask" and script.gets == 0:
+            script.gets += 1
+            return web.Response(status=503)
+        return await script(request)
+
+    agent = await register_fake(watching, fake_agent, flaky)
+    await watching.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+
+    await settles_as(watching, agent, "T1", "input-required")
+    assert script.gets == 3
+    assert [e["type"] for e in await events(watching, agent, "T1")] == [
+        "task_created",
+        "task_updated",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("version", "flag", "sent"),
+    [
+        ("1.0", True, {"returnImmediately": True}),
+        ("1.0", False, {"returnImmediately": False}),
+        ("0.3", True, {"blocking": False}),
+        ("0.3", False, {"blocking": True}),
+    ],
+)
+async def test_return_immediately_is_sent_in_the_agents_version(
+    watching: Client, fake_agent: StartFake, version: str, flag: bool, sent: JSON
+) -> None:
+    async def asks(request: JSON) -> JSON:
+        return rpc_result(request, task_body(version, "T1", "input-required", "C1"))
+
+    body = {"text": "go", "configuration": {"returnImmediately": flag, "historyLength": 2}}
+    starts = await register_fake(watching, fake_agent, asks, version)
+    continues = await register_fake(watching, fake_agent, asks, version)
+
+    await watching.call("POST", f"/v1/a2a/{starts.id}/messages", body)
+    await watching.call("POST", f"/v1/a2a/{continues.id}/messages", {"text": "go"})
+    r = await watching.call("POST", continues.messages("T1"), body)
+
+    assert r.status == 200, r.raw
+    assert starts.received[0]["params"]["configuration"] == {"historyLength": 2, **sent}
+    assert continues.received[1]["params"]["configuration"] == {"historyLength": 2, **sent}
+
+
+async def test_return_immediately_must_be_a_boolean(
+    watching: Client, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(watching, fake_agent, Scripted("working", []))
+    body = {"text": "go", "configuration": {"returnImmediately": "yes"}}
+
+    r = await watching.call("POST", f"/v1/a2a/{agent.id}/messages", body)
+
+    problem = assert_problem(r, 422)
+    assert problem["errors"][0]["loc"] == "$.configuration.returnImmediately"
+    assert agent.received == []
+
+
+# ---- settings -----------------------------------------------------------------------------
+
+
+def test_watch_settings_defaults_and_variables() -> None:
+    defaults = load_settings({})
+    assert (defaults.watch_concurrency, defaults.watch_max_s) == (100, 86400.0)
+    assert (defaults.watch_poll_base_s, defaults.watch_poll_max_s) == (1.0, 30.0)
+    assert (defaults.watch_lease_s, defaults.watch_renew_s) == (30.0, 10.0)
+    assert defaults.watch_pickup_s == 5.0
+    env = {
+        "A2AC_WATCH_CONCURRENCY": "7",
+        "A2AC_WATCH_MAX_S": "60",
+        "A2AC_WATCH_LEASE_S": "4",
+        "A2AC_WATCH_RENEW_S": "1",
+        "A2AC_WATCH_PICKUP_S": "2",
+        "A2AC_WATCH_POLL_BASE_S": "0.5",
+        "A2AC_WATCH_POLL_MAX_S": "8",
+    }
+    read = load_settings(env)
+    assert (read.watch_concurrency, read.watch_max_s, read.watch_lease_s) == (7, 60.0, 4.0)
+    assert (read.watch_renew_s, read.watch_pickup_s) == (1.0, 2.0)
+    assert (read.watch_poll_base_s, read.watch_poll_max_s) == (0.5, 8.0)
+
+
+@pytest.mark.parametrize(
+    ("env", "names"),
+    [
+        ({"A2AC_WATCH_CONCURRENCY": "0"}, "A2AC_WATCH_CONCURRENCY"),
+        ({"A2AC_WATCH_CONCURRENCY": "2.5"}, "A2AC_WATCH_CONCURRENCY"),
+        ({"A2AC_WATCH_MAX_S": "-1"}, "A2AC_WATCH_MAX_S"),
+        ({"A2AC_WATCH_LEASE_S": "5", "A2AC_WATCH_RENEW_S": "5"}, "A2AC_WATCH_RENEW_S"),
+        ({"A2AC_WATCH_POLL_BASE_S": "40"}, "A2AC_WATCH_POLL_BASE_S"),
+    ],
+)
+def test_watch_settings_refuse_unusable_values(env: dict[str, str], names: str) -> None:
+    with pytest.raises(SettingsError, match=names):
+        load_settings(env)
