@@ -9,7 +9,7 @@ answers a streaming request with plain JSON (a JSON-RPC error, say) yields that 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,7 +136,7 @@ async def stream_rpc(
     target: AgentTarget,
     payload: dict[str, Any],
     max_bytes: int,
-) -> AsyncIterator[Frame]:
+) -> AsyncGenerator[Frame, None]:
     """POST ``payload`` asking for a stream; yield each frame until the agent closes it.
 
     A silence longer than the agent's timeout (before the answer or between frames) raises
