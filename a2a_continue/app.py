@@ -20,6 +20,8 @@ from a2a_continue.auth import PermissionMiddleware
 from a2a_continue.db import QueryLogger, create_pool
 from a2a_continue.errors import AppError, problem_response
 from a2a_continue.gateway import Gateway
+from a2a_continue.live.hub import Hub
+from a2a_continue.live.streams import Streams
 from a2a_continue.live.watcher import Watcher
 from a2a_continue.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings
@@ -84,13 +86,18 @@ def create_app(
         session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=200, limit_per_host=100)
         )
+        hub = Hub(database_url, listen=settings.listen)
+        streams = Streams(settings.max_streams)
+        await hub.start()
         watcher = Watcher(settings)
-        gateway = Gateway(settings, pool, session, sealer, watcher)
+        gateway = Gateway(settings, pool, session, sealer, hub, streams, watcher)
         await watcher.start(gateway)
         try:
             yield {"gateway": gateway}
         finally:
             await watcher.stop()
+            await streams.close()
+            await hub.stop()
             await session.close()
             await pool.close()
 

@@ -37,6 +37,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     watch_pickup_s: float = 5.0
     watch_poll_base_s: float = 1.0
     watch_poll_max_s: float = 30.0
+    stream_max_s: float = 3600.0
+    max_streams: int = 1000
+    keepalive_s: float = 15.0
+    stream_poll_s: float = 3.0
+    listen: bool = True
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -58,6 +63,17 @@ def _integer(env: Mapping[str, str], name: str, default: int, high: int | None =
         limit = f" up to {high}" if high is not None else ""
         raise SettingsError(f"{name} must be a whole number{limit}, got {env[name]!r}")
     return int(value)
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if raw == "":
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name} must be true or false, got {env[name]!r}")
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -83,6 +99,11 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         watch_pickup_s=_number(env, "A2AC_WATCH_PICKUP_S", 5.0),
         watch_poll_base_s=_number(env, "A2AC_WATCH_POLL_BASE_S", 1.0),
         watch_poll_max_s=_number(env, "A2AC_WATCH_POLL_MAX_S", 30.0),
+        stream_max_s=_number(env, "A2AC_STREAM_MAX_S", 3600.0),
+        max_streams=_integer(env, "A2AC_MAX_STREAMS", 1000),
+        keepalive_s=_number(env, "A2AC_KEEPALIVE_S", 15.0),
+        stream_poll_s=_number(env, "A2AC_STREAM_POLL_S", 3.0),
+        listen=_flag(env, "A2AC_LISTEN", True),
     )
     return _check_watch(settings)
 

@@ -102,6 +102,49 @@ class WeatherExecutor(AgentExecutor):
         await updater.update_status(TaskState.TASK_STATE_CANCELED)
 
 
+class StreamingWeatherExecutor(AgentExecutor):
+    """Report its work as it goes: working, a draft in two chunks, then ask for a city;
+    on the follow-up, stream the forecast and complete. Text `slow` pauses before asking."""
+
+    def __init__(self, pause_s: float = 0.0, proceed: asyncio.Event | None = None) -> None:
+        self.pause_s = pause_s
+        self.proceed = proceed or asyncio.Event()
+
+    async def _pause(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.proceed.wait(), self.pause_s)
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """Start a task or finish an interrupted one, one event at a time."""
+        assert context.message is not None
+        text = context.get_user_input()
+        task = context.current_task
+        if task is None:
+            task = new_task_from_user_message(context.message)
+            await event_queue.enqueue_event(task)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        await updater.start_work()
+        if context.current_task is None:
+            await updater.add_artifact([new_text_part("Looking ")], "draft", "draft")
+            await updater.add_artifact(
+                [new_text_part("for a city")], "draft", "draft", append=True, last_chunk=True
+            )
+            if text == "slow":
+                await self._pause()
+            await updater.requires_input(updater.new_agent_message([new_text_part("Which city?")]))
+            return
+        if text == "slow":
+            await self._pause()
+        await updater.add_artifact([new_text_part(f"Sunny in {text}")], "forecast", "forecast")
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """Mark the task canceled."""
+        assert context.task_id is not None and context.context_id is not None
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        await updater.update_status(TaskState.TASK_STATE_CANCELED)
+
+
 class _Handler(DefaultRequestHandler):
     """The SDK handler, refusing messages to terminal tasks before it builds an ActiveTask.
 
@@ -181,11 +224,20 @@ def _card(url: str, streaming: bool = False) -> AgentCard:
 
 
 @contextlib.asynccontextmanager
-async def run_sdk_agent(streaming: bool = False) -> AsyncIterator[SdkAgent]:
-    """Serve the SDK agent on a free local port in the running loop for the block's duration."""
+async def run_sdk_agent(streaming: bool = False, pause_s: float = 0.0) -> AsyncIterator[SdkAgent]:
+    """Serve the SDK agent on a free local port in the running loop for the block's duration.
+
+    ``streaming`` serves the streaming executor with a card that says so (``pause_s`` is its
+    pause on the text `slow`).
+    """
     agent = SdkAgent(url="")
+    executor: AgentExecutor = (
+        StreamingWeatherExecutor(pause_s, agent.proceed)
+        if streaming
+        else WeatherExecutor(agent.proceed)
+    )
     handler = _Handler(
-        agent_executor=WeatherExecutor(agent.proceed),
+        agent_executor=executor,
         task_store=InMemoryTaskStore(),
         agent_card=_card("http://127.0.0.1/", streaming),
     )

@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 from a2a_continue.db import Conn, Record
-from a2a_continue.tasks import TERMINAL_SQL
+from a2a_continue.tasks import EVENTS_CHANNEL, TERMINAL_SQL
 
 LIVE_SQL = f"""t.state NOT IN {TERMINAL_SQL}
     AND (t.state IN ('submitted', 'working') OR t.watch_past IS NOT NULL)"""
@@ -87,16 +87,19 @@ WHERE id = $1 AND watch_token = $2
 
 # End the watch with `task_watch_failed` (the state unchanged); no pick-up takes the task
 # again until a send re-arms it.
-GIVE_UP = """
+GIVE_UP = f"""
 WITH gone AS (
     UPDATE a2a_tasks SET watch_token = NULL, watch_expires_at = NULL, watch_started_at = NULL,
         watch_past = NULL, watch_failed_at = now(), last_seq = last_seq + 1
     WHERE id = $1 AND watch_token = $2
     RETURNING id, last_seq, state
 )
-INSERT INTO a2a_task_events (task, seq, type, previous_state, new_state, actor, data)
-SELECT id, last_seq, 'task_watch_failed', state, state, $3, $4 FROM gone
-RETURNING seq
+, failed AS (
+    INSERT INTO a2a_task_events (task, seq, type, previous_state, new_state, actor, data)
+    SELECT id, last_seq, 'task_watch_failed', state, state, $3, $4 FROM gone
+    RETURNING task, seq
+)
+SELECT seq, pg_notify('{EVENTS_CHANNEL}', task::text) AS notified FROM failed
 """
 
 FORGET_PAST = "UPDATE a2a_tasks SET watch_past = NULL WHERE id = $1 AND watch_token = $2"

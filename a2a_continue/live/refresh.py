@@ -10,7 +10,8 @@ from a2a_continue.agents import target_of
 from a2a_continue.auth import Caller
 from a2a_continue.errors import AgentBadAnswer, Invalid
 from a2a_continue.gateway import Gateway
-from a2a_continue.live.snapshots import ask_agent, record_snapshot
+from a2a_continue.live.snapshots import ask_agent
+from a2a_continue.live.updates import ERROR, TASK, record_update
 from a2a_continue.models import TaskOut
 from a2a_continue.tasks import find_task, task_out
 
@@ -39,14 +40,16 @@ async def refresh_task(gw: Gateway, caller: Caller, agent_id: uuid.UUID, task_id
     if protocol.is_terminal_task_state(row["state"]):
         return task_out(row)
     target = target_of(row, gw.sealer, gw.settings.agent_timeout_s)
-    _, answer = await ask_agent(gw, target, task_id)
-    if answer.error_code is not None:
+    update = await ask_agent(gw, target, task_id)
+    if update.kind == ERROR:
         raise AgentBadAnswer(
-            f"the agent answered GetTask with error {answer.error_code}: {answer.error_message}",
-            agentError={"code": answer.error_code, "message": answer.error_message},
+            f"the agent answered GetTask with error {update.error_code}: {update.error_message}",
+            agentError={"code": update.error_code, "message": update.error_message},
         )
-    if answer.task is None or answer.task.id != task_id:
+    if update.kind != TASK or update.task_id != task_id:
         raise AgentBadAnswer(f"the agent answered GetTask without task {task_id!r}")
     async with gw.connection() as conn:
-        await record_snapshot(conn, row["row_id"], answer.task, "refresh", caller.sub)
-        return task_out(await find_task(conn, caller, agent_id, task_id))
+        applied = await record_update(
+            conn, row["row_id"], update, source="refresh", actor=caller.sub
+        )
+    return task_out(applied.row)

@@ -20,19 +20,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2a_continue import protocol
-from a2a_continue.agents import target_of
+from a2a_continue.agent_stream import stream_rpc
+from a2a_continue.agents import streams, target_of
 from a2a_continue.db import Record
 from a2a_continue.downstream import AgentTarget
-from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable, AppError
+from a2a_continue.errors import (
+    AgentBadAnswer,
+    AgentTimeout,
+    AgentUnreachable,
+    DatabaseUnavailable,
+    NotFound,
+)
 from a2a_continue.gateway import DB_DOWN, Gateway
 from a2a_continue.live import leases
-from a2a_continue.live.snapshots import (
-    TASK_NOT_FOUND,
-    ask_agent,
-    raw_task,
-    record_snapshot,
-    status_mark,
-)
+from a2a_continue.live.snapshots import TASK_NOT_FOUND, ask_agent, status_mark
+from a2a_continue.live.updates import ERROR, MESSAGE, TASK, Update, parse_frame, record_update
 from a2a_continue.models import ContinueBody
 from a2a_continue.settings import Settings
 
@@ -181,7 +183,7 @@ class Watcher:
             task_id=row["task_id"],
             token=row["watch_token"],
             target=target_of(row, self.gw.sealer, self.settings.agent_timeout_s),
-            streaming=bool((row["capabilities"] or {}).get("streaming")),
+            streaming=streams(row),
             past=row["watch_past"],
             remaining_s=self.settings.watch_max_s - (row["watched_s"] or 0.0),
         )
@@ -210,7 +212,8 @@ class Watcher:
         """Follow the task to its end, then end the watch as it went."""
         try:
             async with asyncio.timeout(max(watch.remaining_s, 0.0)) as deadline:
-                await self._poll(watch)
+                if not (watch.streaming and await self._subscribe(watch)):
+                    await self._poll(watch)
         except TimeoutError:
             if not deadline.expired():
                 raise
@@ -230,48 +233,84 @@ class Watcher:
                 conn, watch.row_id, watch.token, WATCHER_ACTOR, {"reason": reason, "detail": detail}
             )
 
+    async def _subscribe(self, watch: Watch) -> bool:
+        """Follow the agent's stream of the task; False when polling has to take over.
+
+        The agent may refuse the subscription (a JSON-RPC error: some 0.3 agents answer -32001
+        for a task that exists but is not running), fail, or close the stream before the task
+        settles; the watch then polls.
+        """
+        target = watch.target
+        payload = protocol.build_subscribe_request(
+            target.protocol_version, protocol.new_rpc_id(), watch.task_id
+        )
+        max_bytes = self.settings.max_agent_response_bytes
+        try:
+            async with contextlib.aclosing(
+                stream_rpc(self.gw.session, target, payload, max_bytes)
+            ) as frames:
+                async for frame in frames:
+                    update = parse_frame(frame.body)
+                    if update.kind == ERROR:
+                        log.info(
+                            "watch of task %s: subscription refused (%s); polling",
+                            watch.task_id,
+                            update.error_code,
+                        )
+                        return False
+                    if update.task_id not in (None, watch.task_id) or update.kind == MESSAGE:
+                        continue
+                    if await self.observe(watch, update, "subscribe") is None:
+                        return True
+        except (AgentTimeout, AgentUnreachable, AgentBadAnswer, protocol.ProtocolError) as exc:
+            log.info("watch of task %s: subscription ended (%s); polling", watch.task_id, exc)
+            return False
+        log.info("watch of task %s: the agent closed its stream early; polling", watch.task_id)
+        return False
+
     async def _poll(self, watch: Watch) -> None:
         """Ask the agent with ``GetTask`` until the task settles, backing off between asks."""
         base, cap = self.settings.watch_poll_base_s, self.settings.watch_poll_max_s
         delay = base
         while True:
             await asyncio.sleep(delay)
-            changed = await self._poll_once(watch)
-            if changed is None:
+            moved = await self._poll_once(watch)
+            if moved is None:
                 return
-            delay = base if changed else min(delay * 2, cap)
+            delay = base if moved else min(delay * 2, cap)
 
     async def _poll_once(self, watch: Watch) -> bool | None:
         """Ask once; None when the task settled, else whether the agent reported a change."""
         try:
-            reply, answer = await ask_agent(self.gw, watch.target, watch.task_id)
+            update = await ask_agent(self.gw, watch.target, watch.task_id)
         except (AgentTimeout, AgentUnreachable, AgentBadAnswer) as error:
             log.warning("watch of task %s: %s", watch.task_id, error.detail)
             return False
-        if answer.error_code == TASK_NOT_FOUND:
+        if update.kind == ERROR and update.error_code == TASK_NOT_FOUND:
             raise _Stop("agent-lost-task", f"the agent answered GetTask with {TASK_NOT_FOUND}")
-        task = answer.task
-        if task is None or task.id != watch.task_id:
-            what = f"error {answer.error_code}" if answer.error_code is not None else "no such task"
+        if update.kind != TASK or update.task_id != watch.task_id:
+            what = f"error {update.error_code}" if update.kind == ERROR else "another answer"
             log.warning("watch of task %s: the agent answered GetTask with %s", watch.task_id, what)
             return False
-        return await self.observe(watch, task, raw_task(reply.body), "poll")
+        return await self.observe(watch, update, "poll")
 
-    async def observe(
-        self, watch: Watch, task: protocol.AgentTask, raw: dict[str, Any] | None, source: str
-    ) -> bool | None:
+    async def observe(self, watch: Watch, update: Update, source: str) -> bool | None:
         """Record what the agent reports; None when the watch is over, else whether it moved."""
         try:
             async with self.gw.connection() as conn:
-                stored = await record_snapshot(conn, watch.row_id, task, source, WATCHER_ACTOR)
-        except (AppError, *DB_DOWN) as exc:
+                applied = await record_update(
+                    conn, watch.row_id, update, source=source, actor=WATCHER_ACTOR
+                )
+        except NotFound:
+            raise _Stop(None) from None
+        except (DatabaseUnavailable, *DB_DOWN) as exc:
             log.warning("watch of task %s: not recorded (%s)", watch.task_id, type(exc).__name__)
             return False
-        if stored is None:
-            raise _Stop(None)
-        if protocol.is_terminal_task_state(stored):
+        if protocol.is_terminal_task_state(applied.state):
             return None
-        mark = status_mark(task, raw)
+        if update.state is None:
+            return applied.seq is not None
+        mark = status_mark(update)
         moved, watch.seen = mark != watch.seen, mark
         if watch.past is not None:
             if mark == watch.past:
@@ -279,7 +318,18 @@ class Watcher:
             watch.past = None
             async with self.gw.connection() as conn:
                 await leases.forget_past(conn, watch.row_id, watch.token)
-        return None if protocol.is_interrupted_task_state(task.state) else moved
+        return None if protocol.is_interrupted_task_state(update.state) else moved
+
+
+def answer_mark(task: protocol.AgentTask, body: Any) -> dict[str, Any]:
+    """The status a send was answered with, as the watch compares it."""
+    try:
+        update = parse_frame(body)
+    except protocol.ProtocolError:
+        update = None
+    if update is None or update.kind != TASK:
+        update = Update(TASK, task.id, state=task.state, status_message=task.status_message)
+    return status_mark(update)
 
 
 def returns_immediately(body: ContinueBody) -> bool:
@@ -305,7 +355,7 @@ async def after_send(
     if not return_immediately and task.state not in LIVE_STATES:
         return
     watcher = gw.watcher
-    past = status_mark(task, raw_task(body)) if return_immediately else None
+    past = answer_mark(task, body) if return_immediately else None
     token = uuid.uuid4() if watcher is not None and watcher.room() > 0 else None
     try:
         async with gw.connection() as conn:
