@@ -145,6 +145,66 @@ async def test_return_immediately_start_is_polled_to_input_required(
     assert not calls(agent, "SendMessage")[1:] and not calls(agent, "message/send")[1:]
 
 
+SUBSCRIBE = {"1.0": "SubscribeToTask", "0.3": "tasks/resubscribe"}
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_return_immediately_start_of_a_streaming_agent_is_followed_by_subscription(
+    watching: Client, db: asyncpg.Connection, version: str
+) -> None:
+    async with run_sdk_agent(streaming=True, pause_s=10.0) as sdk:
+        agent = await register(
+            watching, sdk.url, version, sdk.received, capabilities={"streaming": True}
+        )
+
+        task_id, answered = await start_now(watching, agent, "slow")
+
+        assert answered in ("submitted", "working")
+        await eventually(lambda: calls(agent, SUBSCRIBE[version]), "a subscription")
+        sdk.proceed.set()
+        await settles_as(watching, agent, task_id, "input-required")
+        await watch_ended(db, task_id)
+
+    assert len(calls(agent, SUBSCRIBE[version])) == 1
+    assert calls(agent, GET_TASK[version]) == []
+    logged = await events(watching, agent, task_id)
+    updates = logged[1:]
+    assert updates and {e["type"] for e in updates} == {"task_updated"}
+    assert {e["data"]["source"] for e in updates} == {"subscribe"}
+    assert updates[-1]["newState"] == "input-required"
+    stored = (await watching.call("GET", agent.task(task_id))).json()
+    assert [a["artifactId"] for a in stored["artifacts"]] == ["draft"]
+    assert [p["text"] for p in stored["artifacts"][0]["parts"]] == ["Looking ", "for a city"]
+
+
+async def test_refused_subscription_falls_back_to_polling(
+    watching: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    asked = {"id": "T1", "contextId": "C1", "status": {"state": "input-required"}}
+
+    async def no_streams_here(request: JSON) -> JSON:
+        if request["method"] == "tasks/resubscribe":
+            return rpc_error(request, -32001, "Task not running")
+        if request["method"] == "tasks/get":
+            return rpc_result(request, {"kind": "task", **asked})
+        return rpc_result(request, task_body("0.3", "T1", "working", "C1"))
+
+    agent = await register_fake(
+        watching, fake_agent, no_streams_here, "0.3", capabilities={"streaming": True}
+    )
+    await watching.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+
+    await settles_as(watching, agent, "T1", "input-required")
+    await watch_ended(db, "T1")
+    assert [r["method"] for r in agent.received] == [
+        "message/send",
+        "tasks/resubscribe",
+        "tasks/get",
+    ]
+    logged = (await events(watching, agent, "T1"))[-1]
+    assert (logged["type"], logged["data"]) == ("task_updated", {"source": "poll"})
+
+
 # ---- scripted agents ----------------------------------------------------------------------
 
 
