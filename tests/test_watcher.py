@@ -205,6 +205,41 @@ async def test_refused_subscription_falls_back_to_polling(
     assert (logged["type"], logged["data"]) == ("task_updated", {"source": "poll"})
 
 
+async def test_task_left_working_by_a_broken_stream_is_followed_to_its_end(
+    watching: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    working = {"id": "T1", "contextId": "C1", "status": {"state": "TASK_STATE_WORKING"}}
+
+    async def breaks_off(request: JSON) -> Any:
+        if request["method"] == "SendStreamingMessage":
+            frame = msgspec.json.encode(rpc_result(request, {"task": working}))
+            return web.Response(body=b"data: " + frame + b"\n\n", content_type="text/event-stream")
+        if request["method"] == "SubscribeToTask":
+            return rpc_error(request, -32001, "Task not running")
+        asking = {**working, "status": status("input-required", "Which city?")}
+        return rpc_result(request, asking)
+
+    agent = await register_fake(watching, fake_agent, breaks_off, capabilities={"streaming": True})
+    r = await watching.call(
+        "POST",
+        f"/v1/a2a/{agent.id}/messages",
+        {"text": "go"},
+        headers={"Accept": "text/event-stream"},
+    )
+    assert r.status == 200, r.raw
+
+    await settles_as(watching, agent, "T1", "input-required")
+    await watch_ended(db, "T1")
+    methods = [request["method"] for request in agent.received]
+    assert methods == ["SendStreamingMessage", "SubscribeToTask", "GetTask"]
+    logged = await events(watching, agent, "T1")
+    assert [(e["type"], e["newState"]) for e in logged] == [
+        ("task_created", "working"),
+        ("task_updated", "input-required"),
+    ]
+    assert logged[-1]["data"] == {"source": "poll"}
+
+
 # ---- scripted agents ----------------------------------------------------------------------
 
 
@@ -431,6 +466,42 @@ async def test_agent_errors_while_polling_are_retried_with_back_off(
         "task_created",
         "task_updated",
     ]
+
+
+async def test_a_process_follows_no_more_tasks_than_its_concurrency(
+    settings: Settings, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    states = {"T1": "working", "T2": "working"}
+
+    async def two_tasks(request: JSON) -> JSON:
+        if request["method"] == "GetTask":
+            task_id = request["params"]["id"]
+            return rpc_result(request, {"id": task_id, "status": status(states[task_id], "?")})
+        task_id = "T2" if "T1" in started else "T1"
+        started.add(task_id)
+        return rpc_result(request, task_body("1.0", task_id, "working"))
+
+    started: set[str] = set()
+    app = create_app(fast(settings, watch_concurrency=1))
+    async with serve_asgi(app) as base, aiohttp.ClientSession() as session:
+        client = Client(base, session)
+        agent = await register_fake(client, fake_agent, two_tasks)
+        for _ in states:
+            await client.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+        await eventually(lambda: calls(agent, "GetTask"), "a poll")
+        await asyncio.sleep(0.5)  # several pick-up periods
+
+        leased = await db.fetch("SELECT task_id FROM a2a_tasks WHERE watch_token IS NOT NULL")
+        polled = {r["params"]["id"] for r in calls(agent, "GetTask")}
+        assert len(leased) == 1 and polled == {leased[0]["task_id"]}
+        first = leased[0]["task_id"]
+        other = "T2" if first == "T1" else "T1"
+        states[first] = "input-required"
+        await settles_as(client, agent, first, "input-required")
+        polls = lambda: {r["params"]["id"] for r in calls(agent, "GetTask")}  # noqa: E731
+        await eventually(lambda: other in polls(), "the other task polled once there is room")
+        states[other] = "input-required"
+        await settles_as(client, agent, other, "input-required")
 
 
 @pytest.mark.parametrize(

@@ -149,7 +149,9 @@ class Recorder:
             log.exception("could not log the failed stream on task %s", self.row_id)
 
     async def done(self) -> None:
-        """The stream has ended, however it ended."""
+        """The stream has ended, however it ended: a task it left live goes to the watcher."""
+        if self.gw.watcher is not None:
+            self.gw.watcher.nudge()
 
 
 class StartRecorder(Recorder):
@@ -215,6 +217,7 @@ class FollowUpRecorder(Recorder):
 
     async def done(self) -> None:
         await self.follow_up.release()
+        await super().done()
 
 
 async def _renew(follow_up: FollowUp) -> None:
