@@ -49,7 +49,7 @@ async def spawn(
     db: asyncpg.Connection,
     session: aiohttp.ClientSession,  # noqa: F811
     tmp_path: Path,
-) -> AsyncIterator[Callable[[], Awaitable[GatewayProcess]]]:
+) -> AsyncIterator[Callable[..., Awaitable[GatewayProcess]]]:
     """Start `a2a-continue serve` processes with a quick watcher; all killed at the end."""
     started: list[GatewayProcess] = []
     env = {k: v for k, v in os.environ.items() if not k.startswith("A2AC_")}
@@ -60,7 +60,7 @@ async def spawn(
         **WATCH_ENV,
     )
 
-    async def start() -> GatewayProcess:
+    async def start(**overrides: str) -> GatewayProcess:
         port = free_port()
         log = tmp_path / f"gateway-{port}.log"
         with log.open("wb") as out:
@@ -68,7 +68,7 @@ async def spawn(
                 *(sys.executable, "-m", "a2a_continue", "serve", "--port", str(port)),
                 stdout=out,
                 stderr=out,
-                env=env,
+                env={**env, **overrides},
                 cwd=REPO,
             )
         gateway = GatewayProcess(f"http://127.0.0.1:{port}", process, log)
@@ -164,7 +164,7 @@ async def streaming_agent() -> AsyncIterator[StreamingAgent]:
 
 
 async def test_each_live_task_has_one_watcher_and_a_killed_ones_tasks_are_taken_over(
-    spawn: Callable[[], Awaitable[GatewayProcess]],
+    spawn: Callable[..., Awaitable[GatewayProcess]],
     session: aiohttp.ClientSession,  # noqa: F811
     db: asyncpg.Connection,
     streaming_agent: StreamingAgent,
@@ -227,3 +227,36 @@ async def test_each_live_task_has_one_watcher_and_a_killed_ones_tasks_are_taken_
         assert logged[-1]["data"] == {"source": "subscribe"}
     assert [r for r in streaming_agent.received if r["method"] == "GetTask"] == []
     assert 0 < len(orphans) < len(task_ids)
+
+
+async def test_a_gateway_stopped_with_sigterm_gives_its_leases_back(
+    spawn: Callable[..., Awaitable[GatewayProcess]],
+    session: aiohttp.ClientSession,  # noqa: F811
+    db: asyncpg.Connection,
+    streaming_agent: StreamingAgent,
+) -> None:
+    # Leases far longer than the test: only their release lets the next process take over.
+    long_leases = {"A2AC_WATCH_LEASE_S": "600", "A2AC_WATCH_RENEW_S": "300"}
+    first = await spawn(**long_leases)
+    client = Client(first.url, session)
+    agent = await register(client, streaming_agent.url, "1.0", streaming_agent.received)
+    r = await client.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+    task_id = r.json()["result"]["task"]["id"]
+    await eventually(
+        lambda: [q for q in streaming_agent.received if q["method"] == "GetTask"], "a poll"
+    )
+
+    first.process.terminate()
+    assert await first.process.wait() == 0
+
+    lease = await db.fetchrow(
+        "SELECT watch_token, watch_started_at FROM a2a_tasks WHERE task_id = $1", task_id
+    )
+    assert lease is not None
+    assert lease["watch_token"] is None and lease["watch_started_at"] is not None
+    asked = len(streaming_agent.received)
+    await spawn(**long_leases)
+    await eventually(lambda: len(streaming_agent.received) > asked, "the next process polls")
+    taken = await db.fetchval("SELECT watch_token FROM a2a_tasks WHERE task_id = $1", task_id)
+    assert taken is not None
+    assert "Traceback" not in first.log.read_text()
