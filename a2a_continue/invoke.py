@@ -21,7 +21,7 @@ from a2a_continue.errors import (
     TaskTerminal,
 )
 from a2a_continue.gateway import Gateway
-from a2a_continue.live.watcher import after_send, returns_immediately
+from a2a_continue.live.handover import after_send, returns_immediately
 from a2a_continue.models import StartBody, TaskOut, check_send_body
 from a2a_continue.outbound import Forwarded, check_role, exchange, outgoing_message, send_payload
 from a2a_continue.tasks import find_task, record_new_task, record_outcome, task_out

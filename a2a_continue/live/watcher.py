@@ -1,12 +1,13 @@
 """The watcher: follow the tasks an agent leaves running until they settle, in every process.
 
-Each process runs one watcher (started and stopped in the app's lifespan). It leases live tasks
-(see ``leases``) at start-up, periodically and right after a send of its own that leaves a task
-live, follows each leased task (subscribing when the agent streams, else polling ``GetTask``
-with back-off), records every change as ``task_updated``, and stops at a terminal or interrupted
-state, when the task is gone, after ``A2AC_WATCH_MAX_S`` (``watch-expired``) or when the agent
-no longer knows the task (``agent-lost-task``). One statement renews all the leases a process
-holds; a lease it could not renew is given up, so that two processes never follow one task.
+Each process runs one watcher (started and stopped in the app's lifespan). It leases live
+tasks (see ``leases``) at start-up, periodically, and right after a send of its own that
+leaves a task live (see ``handover``); it follows each leased task (subscribing when the agent
+streams, else polling ``GetTask`` with back-off), records every change as ``task_updated``,
+and stops at a terminal or interrupted state, when the task is gone, after
+``A2AC_WATCH_MAX_S`` (``watch-expired``) or when the agent no longer knows the task
+(``agent-lost-task``). One statement renews all the leases a process holds; a lease it could
+not renew is given up before it expires, so that two processes never follow one task.
 """
 
 from __future__ import annotations
@@ -35,14 +36,12 @@ from a2a_continue.gateway import DB_DOWN, Gateway
 from a2a_continue.live import leases
 from a2a_continue.live.snapshots import TASK_NOT_FOUND, ask_agent, status_mark
 from a2a_continue.live.updates import ERROR, MESSAGE, TASK, Update, parse_frame, record_update
-from a2a_continue.models import ContinueBody
 from a2a_continue.settings import Settings
 
 log = logging.getLogger(__name__)
 
 # The actor of the events the watcher writes: nobody asked, the gateway looked.
 WATCHER_ACTOR = "watcher"
-LIVE_STATES = frozenset({"submitted", "working"})
 
 
 class _Stop(Exception):
@@ -319,52 +318,3 @@ class Watcher:
             async with self.gw.connection() as conn:
                 await leases.forget_past(conn, watch.row_id, watch.token)
         return None if protocol.is_interrupted_task_state(update.state) else moved
-
-
-def answer_mark(task: protocol.AgentTask, body: Any) -> dict[str, Any]:
-    """The status a send was answered with, as the watch compares it."""
-    try:
-        update = parse_frame(body)
-    except protocol.ProtocolError:
-        update = None
-    if update is None or update.kind != TASK:
-        update = Update(TASK, task.id, state=task.state, status_message=task.status_message)
-    return status_mark(update)
-
-
-def returns_immediately(body: ContinueBody) -> bool:
-    """Tell whether the caller asked the agent not to wait for the task to settle."""
-    return body.configuration is not None and body.configuration.return_immediately is True
-
-
-async def after_send(
-    gw: Gateway,
-    agent_id: uuid.UUID,
-    task: protocol.AgentTask,
-    body: Any,
-    return_immediately: bool,
-) -> None:
-    """Hand a task the agent just answered for to the watcher when it is left live.
-
-    After a send with ``returnImmediately`` the task is watched whatever state the answer
-    showed, until the agent reports a new status. This process follows it at once when it has
-    room; otherwise any process picks it up.
-    """
-    if protocol.is_terminal_task_state(task.state):
-        return
-    if not return_immediately and task.state not in LIVE_STATES:
-        return
-    watcher = gw.watcher
-    past = answer_mark(task, body) if return_immediately else None
-    token = uuid.uuid4() if watcher is not None and watcher.room() > 0 else None
-    try:
-        async with gw.connection() as conn:
-            row = await leases.hand_over(
-                conn, agent_id, task.id, past, token, gw.settings.watch_lease_s
-            )
-    except Exception:
-        log.exception("task %s could not be handed to the watcher", task.id)
-        return
-    taken = token is not None and row is not None and row["watch_token"] == token
-    if watcher is not None and row is not None and taken:
-        watcher.follow(row)
