@@ -19,7 +19,7 @@ from aiohttp import web
 from a2a_continue.agent_stream import SseReader
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings
-from tests.conftest import Client, Response, register
+from tests.conftest import Client, Response, register, token
 from tests.sdk_agent import run_sdk_agent
 from tests.servers import serve_aiohttp, serve_asgi
 from tests.sse_client import Event, all_events, events
@@ -518,8 +518,6 @@ async def test_a_streamed_start_of_an_invisible_agent_is_404(
 
     fake = await sse_agent(script)
     agent = await register(client, fake.url, "1.0", capabilities=STREAMING)
-    from tests.conftest import token
-
     bob = client.as_(token("bob@example.com"))
     r = await post_stream(bob, f"/v1/a2a/{agent}/messages", {"text": "hi"})
     assert r.status == 404
