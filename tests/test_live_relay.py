@@ -389,7 +389,7 @@ async def test_an_idle_agent_ends_the_stream_with_an_error_event_and_a_failed_fo
 ) -> None:
     async def rest(request: JSON, send: Callable[[bytes], Awaitable[None]]) -> None:
         await send(frame(request, status("T", "TASK_STATE_WORKING")))
-        await asyncio.sleep(3)
+        await asyncio.sleep(1)
 
     fake = await sse_agent(interrupted_then(rest))
     agent = await register(client, fake.url, "1.0", capabilities=STREAMING, timeoutSeconds=0.3)
@@ -408,7 +408,7 @@ async def test_an_agent_silent_before_any_frame_gets_a_504_problem(
     client: Client, db: asyncpg.Connection, sse_agent: Any
 ) -> None:
     async def rest(request: JSON, send: Callable[[bytes], Awaitable[None]]) -> None:
-        await asyncio.sleep(3)
+        await asyncio.sleep(1)
 
     fake = await sse_agent(interrupted_then(rest))
     agent = await register(client, fake.url, "1.0", capabilities=STREAMING, timeoutSeconds=0.3)
@@ -553,3 +553,27 @@ async def test_invalid_capabilities_are_422(client: Client, capabilities: Any) -
     r = await client.call("POST", "/v1/a2a/agents", body)
     assert r.status == 422
     assert r.json()["errors"][0]["loc"].startswith("$.capabilities")
+
+
+async def test_shutting_the_gateway_down_releases_the_claim_of_a_stream_still_being_read(
+    settings: Settings, db: asyncpg.Connection, sse_agent: Any
+) -> None:
+    gate = asyncio.Event()
+
+    async def rest(request: JSON, send: Callable[[bytes], Awaitable[None]]) -> None:
+        await send(frame(request, status("T", "TASK_STATE_WORKING")))
+        await gate.wait()
+
+    fake = await sse_agent(interrupted_then(rest))
+    async with serve_asgi(create_app(settings)) as base, aiohttp.ClientSession() as http:
+        client = Client(base, http)
+        agent = await register(client, fake.url, "1.0", capabilities=STREAMING)
+        await start_task(client, agent)
+        headers = {"Authorization": f"Bearer {client.bearer}", **STREAM}
+        path = f"{base}/v1/a2a/{agent}/tasks/T/messages"
+        async with http.post(path, json={"text": "Paris"}, headers=headers) as r:
+            assert (await anext(events(r))).event == "status-update"
+        assert (await task_row(db, "T"))["claim_token"] is not None
+    gate.set()
+    row = await task_row(db, "T")
+    assert (row["state"], row["claim_token"]) == ("working", None)
