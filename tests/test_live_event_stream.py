@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -18,6 +18,9 @@ from a2a_continue.settings import Settings
 from a2a_continue.tasks import append_event, record_outcome
 from tests.conftest import Client, register, token
 from tests.servers import serve_asgi
+from tests.test_continue_concurrency import GatewayProcess, session, spawn_gateway
+
+__all__ = ["session", "spawn_gateway"]  # fixtures shared with the cross-process tests
 from tests.sse_client import Event, events
 
 ALICE = "alice@example.com"
@@ -221,31 +224,6 @@ async def test_with_notify_disabled_events_still_arrive_through_the_fallback(
         assert seqs(await rest(received)) == [3]
 
 
-async def test_an_event_written_through_another_gateway_reaches_a_stream_within_2_s(
-    live: Client, settings: Settings, db: asyncpg.Connection, fake_agent: Any
-) -> None:
-    async def answer(request: dict[str, Any]) -> dict[str, Any]:
-        state = (
-            "TASK_STATE_INPUT_REQUIRED"
-            if "taskId" not in request["params"]["message"]
-            else "TASK_STATE_COMPLETED"
-        )
-        task = {"id": "T", "contextId": "C", "status": {"state": state}}
-        return {"jsonrpc": "2.0", "id": request["id"], "result": {"task": task}}
-
-    fake = await fake_agent(answer)
-    async with gateway(settings) as other:
-        agent = await register(other, fake.url)
-        assert (await other.call("POST", f"/v1/a2a/{agent}/messages", {"text": "hi"})).status == 200
-        async with stream(live, uuid.UUID(agent)) as (_, received):
-            await take(received, 1)
-            r = await other.call("POST", f"/v1/a2a/{agent}/tasks/T/messages", {"text": "Paris"})
-            assert r.status == 200
-            # The reading gateway polls once a minute: only its LISTEN connection can be this quick.
-            continued = await take(received, 1, within_s=2)
-    assert continued[0].event == "task_continued"
-
-
 async def test_a_lost_listener_connection_reconnects_and_streams_catch_up(
     live: Client, db: asyncpg.Connection
 ) -> None:
@@ -330,3 +308,32 @@ async def test_without_the_accept_header_the_route_answers_the_json_page(
     r = await live.call("GET", f"/v1/a2a/{agent}/tasks/T/events?after=1")
     assert r.headers["Content-Type"] == "application/json"
     assert r.json()["nextAfter"] == 2
+
+
+async def test_an_event_written_by_another_gateway_process_reaches_a_stream_within_2_s(
+    live: Client,
+    spawn_gateway: Callable[[], Awaitable[GatewayProcess]],
+    session: aiohttp.ClientSession,
+    fake_agent: Any,
+) -> None:
+    async def answer(request: dict[str, Any]) -> dict[str, Any]:
+        first = "taskId" not in request["params"]["message"]
+        state = "TASK_STATE_INPUT_REQUIRED" if first else "TASK_STATE_COMPLETED"
+        task = {"id": "T", "contextId": "C", "status": {"state": state}}
+        return {"jsonrpc": "2.0", "id": request["id"], "result": {"task": task}}
+
+    fake = await fake_agent(answer)
+    other = Client((await spawn_gateway()).url, session)
+    agent = await register(live, fake.url)
+    assert (await live.call("POST", f"/v1/a2a/{agent}/messages", {"text": "hi"})).status == 200
+    async with stream(live, uuid.UUID(agent)) as (_, received):
+        await take(received, 1)
+        r = await other.call("POST", f"/v1/a2a/{agent}/tasks/T/messages", {"text": "Paris"})
+        assert r.status == 200
+        # This gateway polls once a minute: only its LISTEN connection can be this quick.
+        continued = await take(received, 1, within_s=2)
+        assert (continued[0].event, continued[0].json()["newState"]) == (
+            "task_continued",
+            "completed",
+        )
+        assert await rest(received) == []
