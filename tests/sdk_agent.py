@@ -50,6 +50,8 @@ class SdkAgent:
     url: str
     received: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    # The body of each answer, as sent (a stream's events included).
+    answers: list[bytes] = field(default_factory=list)
     # A "slow" first turn works until this is set (or SLOW_S passes), then asks for input.
     proceed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -197,7 +199,15 @@ class _Recorder:
             replayed = True
             return {"type": "http.request", "body": body, "more_body": False}
 
-        await self.app(scope, replay, send)
+        index = len(self.agent.answers)
+        self.agent.answers.append(b"")
+
+        async def record(message: AsgiMessage) -> None:
+            if message["type"] == "http.response.body":
+                self.agent.answers[index] += message.get("body", b"")
+            await send(message)
+
+        await self.app(scope, replay, record)
 
 
 def _card(url: str, streaming: bool = False) -> AgentCard:
