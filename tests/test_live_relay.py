@@ -456,7 +456,8 @@ async def test_a_stream_longer_than_the_limit_is_ended(
         r = await post_stream(client, f"/v1/a2a/{agent}/messages", {"text": "hi"})
     assert r.events[-1].event == "error"
     assert "longer than 0.5 s" in r.events[-1].json()["detail"]
-    assert (await task_events(db, "T"))[-1][0] == "task_continue_failed"
+    # The task is left working: the watcher may have recorded more of it since.
+    assert "task_continue_failed" in [e[0] for e in await task_events(db, "T")]
 
 
 async def test_a_streamed_start_answered_with_a_message_stores_no_task(
