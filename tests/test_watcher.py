@@ -145,6 +145,34 @@ async def test_return_immediately_start_is_polled_to_input_required(
     assert not calls(agent, "SendMessage")[1:] and not calls(agent, "message/send")[1:]
 
 
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_return_immediately_follow_up_is_polled_to_completion(
+    watching: Client, db: asyncpg.Connection, version: str
+) -> None:
+    async with run_sdk_agent(streaming=True, pause_s=10.0) as sdk:
+        agent = await register(watching, sdk.url, version, sdk.received)
+        r = await watching.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+        assert r.headers["A2A-Task-State"] == "input-required"
+        result = r.json()["result"]
+        task_id = result.get("task", result)["id"]
+
+        r = await watching.call("POST", agent.messages(task_id), {"text": "slow", **RETURN_NOW})
+
+        assert r.status == 200, r.raw
+        assert r.headers["A2A-Task-State"] in ("working", "input-required")
+        await eventually(lambda: calls(agent, GET_TASK[version]), "a GetTask")
+        sdk.proceed.set()
+        await settles_as(watching, agent, task_id, "completed")
+
+    logged = await events(watching, agent, task_id)
+    continued = [e["type"] for e in logged].index("task_continued")
+    after = logged[continued + 1 :]
+    assert after and {(e["type"], e["data"]["source"]) for e in after} == {("task_updated", "poll")}
+    assert after[-1]["newState"] == "completed"
+    stored = (await watching.call("GET", agent.task(task_id))).json()
+    assert "forecast" in [a["artifactId"] for a in stored["artifacts"]]
+
+
 SUBSCRIBE = {"1.0": "SubscribeToTask", "0.3": "tasks/resubscribe"}
 
 

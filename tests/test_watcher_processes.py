@@ -22,13 +22,7 @@ from a2a_continue.settings import Settings
 from tests.conftest import JWT_SECRET, Client
 from tests.servers import serve_aiohttp
 from tests.test_continue import events, register
-from tests.test_continue_concurrency import (
-    REPO,
-    GatewayProcess,
-    free_port,
-    session,  # noqa: F401  (a fixture)
-    wait_until_healthy,
-)
+from tests.test_continue_concurrency import REPO, GatewayProcess, free_port, wait_until_healthy
 from tests.test_watcher import eventually
 
 JSON = dict[str, Any]
@@ -43,11 +37,17 @@ WATCH_ENV = {
 
 
 @pytest.fixture
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as opened:
+        yield opened
+
+
+@pytest.fixture
 async def spawn(
     database_url: str,
     settings: Settings,
     db: asyncpg.Connection,
-    session: aiohttp.ClientSession,  # noqa: F811
+    session: aiohttp.ClientSession,
     tmp_path: Path,
 ) -> AsyncIterator[Callable[..., Awaitable[GatewayProcess]]]:
     """Start `a2a-continue serve` processes with a quick watcher; all killed at the end."""
@@ -165,7 +165,7 @@ async def streaming_agent() -> AsyncIterator[StreamingAgent]:
 
 async def test_each_live_task_has_one_watcher_and_a_killed_ones_tasks_are_taken_over(
     spawn: Callable[..., Awaitable[GatewayProcess]],
-    session: aiohttp.ClientSession,  # noqa: F811
+    session: aiohttp.ClientSession,
     db: asyncpg.Connection,
     streaming_agent: StreamingAgent,
 ) -> None:
@@ -231,7 +231,7 @@ async def test_each_live_task_has_one_watcher_and_a_killed_ones_tasks_are_taken_
 
 async def test_a_gateway_stopped_with_sigterm_gives_its_leases_back(
     spawn: Callable[..., Awaitable[GatewayProcess]],
-    session: aiohttp.ClientSession,  # noqa: F811
+    session: aiohttp.ClientSession,
     db: asyncpg.Connection,
     streaming_agent: StreamingAgent,
 ) -> None:
