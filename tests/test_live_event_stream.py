@@ -337,3 +337,32 @@ async def test_an_event_written_by_another_gateway_process_reaches_a_stream_with
             "completed",
         )
         assert await rest(received) == []
+
+
+async def test_a_stream_whose_database_goes_away_ends_and_resumes_where_it_stopped(
+    settings: Settings, db: asyncpg.Connection, server_url: str
+) -> None:
+    agent, row = await seed(db)
+    name = await db.fetchval("SELECT current_database()")
+    admin = await asyncpg.connect(server_url)
+    try:
+        async with gateway(settings, stream_poll_s=0.2) as client:
+            async with stream(client, agent) as (_, received):
+                first = await take(received, 1)
+                await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+                try:
+                    await admin.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                        " WHERE datname = $1 AND pid <> $2",
+                        name,
+                        db.get_server_pid(),
+                    )
+                    assert await rest(received) == []
+                finally:
+                    await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+            await settle(db, row, "completed")
+            resume = {"Last-Event-ID": first[0].id or ""}
+            async with stream(client, agent, headers=resume) as (_, received):
+                assert seqs(await rest(received)) == [2]
+    finally:
+        await admin.close()

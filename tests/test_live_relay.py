@@ -578,3 +578,36 @@ async def test_shutting_the_gateway_down_releases_the_claim_of_a_stream_still_be
     gate.set()
     row = await task_row(db, "T")
     assert (row["state"], row["claim_token"]) == ("working", None)
+
+
+async def test_the_claim_is_renewed_while_a_stream_outlives_its_lifetime(
+    client: Client, db: asyncpg.Connection, sse_agent: Any
+) -> None:
+    # Agent timeout 0.5 s + claim margin 1 s: an unrenewed claim would expire after 1.5 s.
+    gate = asyncio.Event()
+
+    async def rest(request: JSON, send: Callable[[bytes], Awaitable[None]]) -> None:
+        await send(frame(request, status("T", "TASK_STATE_WORKING")))
+        while not gate.is_set():
+            await asyncio.sleep(0.2)
+            await send(frame(request, artifact("T", "a1", ".", append=True)))
+        await send(frame(request, status("T", "TASK_STATE_COMPLETED")))
+
+    fake = await sse_agent(interrupted_then(rest))
+    agent = await register(client, fake.url, "1.0", capabilities=STREAMING, timeoutSeconds=0.5)
+    await start_task(client, agent)
+    path = f"/v1/a2a/{agent}/tasks/T/messages"
+    headers = {"Authorization": f"Bearer {client.bearer}", **STREAM}
+    async with client.session.post(client.base + path, json={"text": "a"}, headers=headers) as r:
+        received = events(r)
+        await anext(received)
+        expiry = await db.fetchval("SELECT claim_expires_at FROM a2a_tasks WHERE task_id = 'T'")
+        await asyncio.sleep(2.5)
+        renewed = await db.fetchval("SELECT claim_expires_at FROM a2a_tasks WHERE task_id = 'T'")
+        busy = await client.call("POST", path, {"text": "b"})
+        gate.set()
+        assert [e.event async for e in received][-1] == "status-update"
+    assert renewed > expiry
+    assert busy.status == 409
+    assert busy.json()["type"] == BUSY_TYPE
+    assert (await task_row(db, "T"))["claim_token"] is None
