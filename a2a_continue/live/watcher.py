@@ -73,7 +73,8 @@ class Watcher:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._gw: Gateway | None = None
-        self._following: dict[uuid.UUID, tuple[Watch, asyncio.Task[None]]] = {}
+        # Task row id → the lease token and the asyncio task following it.
+        self._following: dict[uuid.UUID, tuple[uuid.UUID, asyncio.Task[None]]] = {}
         self._wake = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
         self._stopping = False
@@ -94,7 +95,7 @@ class Watcher:
         for loop in self._loops:
             loop.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
-        held = {row_id: watch.token for row_id, (watch, _) in self._following.items()}
+        held = {row_id: token for row_id, (token, _) in self._following.items()}
         following = [task for _, task in self._following.values()]
         for task in following:
             task.cancel()
@@ -147,7 +148,7 @@ class Watcher:
         renewed_at = time.monotonic()
         while True:
             await asyncio.sleep(self.settings.watch_renew_s)
-            held = {row_id: watch.token for row_id, (watch, _) in self._following.items()}
+            held = {row_id: token for row_id, (token, _) in self._following.items()}
             if not held:
                 renewed_at = time.monotonic()
                 continue
@@ -169,15 +170,39 @@ class Watcher:
         """Stop following tasks whose lease is no longer ours (deleted, or taken over)."""
         for row_id, token in lost.items():
             entry = self._following.get(row_id)
-            if entry is not None and entry[0].token == token:
-                log.info("watch of task %s stopped: its lease is gone", entry[0].task_id)
+            if entry is not None and entry[0] == token:
+                log.info("%s stopped: its lease is gone", entry[1].get_name())
                 entry[1].cancel()
 
     # ---- following one task ---------------------------------------------------------------
 
     def follow(self, row: Record) -> None:
         """Follow a task this process has just leased."""
-        watch = Watch(
+        row_id, token = row["row_id"], row["watch_token"]
+        previous = self._following.get(row_id)
+        if previous is not None:
+            previous[1].cancel()
+        task = asyncio.create_task(self._run(row), name=f"watch of task {row['task_id']}")
+        self._following[row_id] = (token, task)
+
+    async def _run(self, row: Record) -> None:
+        row_id, token = row["row_id"], row["watch_token"]
+        try:
+            await self._watch(self._watch_of(row))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("watch of task %s failed; its lease is given back", row["task_id"])
+            with contextlib.suppress(Exception):
+                async with self.gw.connection() as conn:
+                    await leases.release(conn, {row_id: token})
+        finally:
+            entry = self._following.get(row_id)
+            if entry is not None and entry[0] == token:
+                del self._following[row_id]
+
+    def _watch_of(self, row: Record) -> Watch:
+        return Watch(
             row_id=row["row_id"],
             task_id=row["task_id"],
             token=row["watch_token"],
@@ -186,26 +211,6 @@ class Watcher:
             past=row["watch_past"],
             remaining_s=self.settings.watch_max_s - (row["watched_s"] or 0.0),
         )
-        previous = self._following.get(watch.row_id)
-        if previous is not None:
-            previous[1].cancel()
-        task = asyncio.create_task(self._run(watch), name=f"watch-{watch.task_id}")
-        self._following[watch.row_id] = (watch, task)
-
-    async def _run(self, watch: Watch) -> None:
-        try:
-            await self._watch(watch)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("watch of task %s failed; its lease is given back", watch.task_id)
-            with contextlib.suppress(Exception):
-                async with self.gw.connection() as conn:
-                    await leases.release(conn, {watch.row_id: watch.token})
-        finally:
-            entry = self._following.get(watch.row_id)
-            if entry is not None and entry[0] is watch:
-                del self._following[watch.row_id]
 
     async def _watch(self, watch: Watch) -> None:
         """Follow the task to its end, then end the watch as it went."""
