@@ -610,3 +610,29 @@ def test_watch_settings_defaults_and_variables() -> None:
 def test_watch_settings_refuse_unusable_values(env: dict[str, str], names: str) -> None:
     with pytest.raises(SettingsError, match=names):
         load_settings(env)
+
+
+async def test_a_task_that_cannot_be_followed_does_not_stop_the_watcher(
+    watching: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    broken = await register_fake(
+        watching, fake_agent, Scripted("working", []), auth={"type": "bearer", "token": "s3cret"}
+    )
+    await db.execute(
+        "UPDATE a2a_agents SET auth_sealed = $2 WHERE id = $1::uuid", broken.id, b"\x00" * 40
+    )
+    script = Scripted("working", [], final=status("input-required", "City?"))
+    healthy = await register_fake(watching, fake_agent, script)
+
+    # Both in one pick-up, the broken one first.
+    await db.execute(
+        "INSERT INTO a2a_tasks (agent_id, task_id, state, owner, updated_at) VALUES"
+        " ($1::uuid, 'B1', 'working', 'alice@example.com', now() - interval '1 min'),"
+        " ($2::uuid, 'T1', 'working', 'alice@example.com', now())",
+        broken.id,
+        healthy.id,
+    )
+
+    await settles_as(watching, healthy, "T1", "input-required")
+    assert broken.received == []
+    assert (await lease_of(db, "B1"))["watch_failed_at"] is None
