@@ -157,8 +157,8 @@ async def test_give_up_logs_watch_failed_and_keeps_the_state(db: asyncpg.Connect
     await db.execute("UPDATE a2a_tasks SET last_seq = 1 WHERE id = $1", row_id)
     [row] = await leases.pick_up(db, 10, LEASE_S)
 
-    assert not await leases.give_up(db, row_id, uuid.uuid4(), "watcher", {"reason": "x"})
-    assert await leases.give_up(db, row_id, row["watch_token"], "watcher", {"reason": "x"})
+    assert not await leases.give_up(db, row_id, uuid.uuid4(), "a2a-continue", {"reason": "x"})
+    assert await leases.give_up(db, row_id, row["watch_token"], "a2a-continue", {"reason": "x"})
 
     event = await db.fetchrow("SELECT * FROM a2a_task_events WHERE task = $1", row_id)
     assert event is not None

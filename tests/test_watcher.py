@@ -140,7 +140,7 @@ async def test_return_immediately_start_is_polled_to_input_required(
     updates = logged[1:]
     assert updates and {e["type"] for e in updates} == {"task_updated"}
     assert {e["data"]["source"] for e in updates} == {"poll"}
-    assert {e["actor"] for e in updates} == {"watcher"}
+    assert {e["actor"] for e in updates} == {"a2a-continue"}
     assert (updates[-1]["newState"], updates[-1]["data"]) == ("input-required", {"source": "poll"})
     assert not calls(agent, "SendMessage")[1:] and not calls(agent, "message/send")[1:]
 
@@ -323,7 +323,7 @@ async def test_agent_that_lost_the_task_ends_the_watch_with_agent_lost_task(
     assert (event["previousState"], event["newState"], event["actor"]) == (
         "working",
         "working",
-        "watcher",
+        "a2a-continue",
     )
     assert await stored_state(watching, agent, "T1") == "working"
     assert (await lease_of(db, "T1"))["watch_failed_at"] is not None

@@ -40,8 +40,8 @@ from a2a_continue.settings import Settings
 
 log = logging.getLogger(__name__)
 
-# The actor of the events the watcher writes: nobody asked, the gateway looked.
-WATCHER_ACTOR = "watcher"
+# The actor of the events the watcher writes: no caller asked, the gateway itself looked.
+WATCHER_ACTOR = "a2a-continue"
 
 
 class _Stop(Exception):
