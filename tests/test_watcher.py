@@ -19,6 +19,7 @@ from a2a_continue.settings import Settings, SettingsError, load_settings
 from tests.conftest import Client
 from tests.sdk_agent import run_sdk_agent
 from tests.servers import serve_asgi
+from tests.sse_client import all_events
 from tests.test_continue import (
     BUSY_TYPE,
     Agent,
@@ -636,3 +637,23 @@ async def test_a_task_that_cannot_be_followed_does_not_stop_the_watcher(
     await settles_as(watching, healthy, "T1", "input-required")
     assert broken.received == []
     assert (await lease_of(db, "B1"))["watch_failed_at"] is None
+
+
+async def test_a_caller_hands_a_task_over_and_waits_on_its_event_stream(
+    watching: Client, fake_agent: StartFake
+) -> None:
+    script = Scripted("submitted", [status("working")], final=status("input-required", "City?"))
+    agent = await register_fake(watching, fake_agent, script)
+    task_id, _ = await start_now(watching, agent, "go")
+    url = watching.base + agent.task(task_id) + "/events?until=interrupted"
+    headers = {"Authorization": f"Bearer {watching.bearer}", "Accept": "text/event-stream"}
+
+    async with watching.session.get(url, headers=headers) as response:
+        assert response.status == 200
+        streamed = await all_events(response)
+
+    assert [(e.event, e.json()["newState"]) for e in streamed] == [
+        ("task_created", "submitted"),
+        ("task_updated", "working"),
+        ("task_updated", "input-required"),
+    ]
