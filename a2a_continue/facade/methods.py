@@ -21,9 +21,10 @@ from a2a_continue.facade.errors import (
     from_agent_error,
 )
 from a2a_continue.gateway import Gateway
+from a2a_continue.live.updates import record_update, update_from_task
 from a2a_continue.models import ContinueBody, StartBody, TaskOut
 from a2a_continue.outbound import exchange
-from a2a_continue.tasks import find_task, list_tasks, record_outcome
+from a2a_continue.tasks import find_task, list_tasks
 
 JSON = dict[str, Any]
 
@@ -136,29 +137,6 @@ def _as_continue(body: StartBody) -> ContinueBody:
     )
 
 
-def _same_message(stored: object, reported: object) -> bool:
-    if (
-        isinstance(stored, dict)
-        and isinstance(reported, dict)
-        and stored.get("messageId")
-        and reported.get("messageId")
-    ):
-        return bool(stored["messageId"] == reported["messageId"])
-    return stored == reported
-
-
-def changed_artifact_ids(stored: list[Any], reported: list[Any]) -> list[str] | None:
-    """Name the artifacts that differ; None when the artifacts did not change."""
-    if stored == reported:
-        return None
-    before = {a.get("artifactId"): a for a in stored if isinstance(a, dict)}
-    return [
-        str(a.get("artifactId"))
-        for a in reported
-        if isinstance(a, dict) and before.get(a.get("artifactId")) != a
-    ]
-
-
 async def get(call: Call, params: JSON) -> object:
     """GetTask / tasks/get: ask the agent, record what changed, answer the agent's task."""
     task_id = _task_id(params)
@@ -180,35 +158,21 @@ async def get(call: Call, params: JSON) -> object:
         raise AgentRpcError(reply.body.get("error"), call.version)
     if answer.task is None or answer.task.id != task_id:
         raise AgentBadAnswer("the agent answered GetTask without the task")
-    await _record_refresh(call, row, answer.task)
     found = translate.frame_kind(reply.body["result"])
     assert found is not None
+    await _record_refresh(call, row, found[1])
     return translate.task(found[1], call.version, history_length)
 
 
-async def _record_refresh(call: Call, row: Any, task: protocol.AgentTask) -> None:
-    if protocol.is_terminal_task_state(row["state"]):
-        return
-    artifact_ids = changed_artifact_ids(row["artifacts"], task.artifacts)
-    if (
-        task.state == row["state"]
-        and _same_message(row["status_message"], task.status_message)
-        and artifact_ids is None
-    ):
-        return
-    data: JSON = {"source": "refresh"}
-    if artifact_ids is not None:
-        data["artifactIds"] = artifact_ids
+async def _record_refresh(call: Call, row: Any, snapshot: JSON) -> None:
+    """Record what the agent's answer changed, as `GET …?refresh=true` does (§8.4)."""
     async with call.gw.connection() as conn:
-        await record_outcome(
+        await record_update(
             conn,
             row["row_id"],
-            state=task.state,
-            status_message=task.status_message,
-            artifacts=task.artifacts if artifact_ids is not None else None,
-            event="task_updated",
+            update_from_task(snapshot),
+            source="refresh",
             actor=call.caller.sub,
-            data=data,
         )
 
 
