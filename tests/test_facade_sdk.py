@@ -12,12 +12,20 @@ from tests.sdk_agent import SdkAgent
 VERSIONS = [("1.0", "1.0"), ("1.0", "0.3"), ("0.3", "1.0"), ("0.3", "0.3")]
 
 
+@pytest.mark.parametrize("streaming", [False, True], ids=["send", "stream"])
 @pytest.mark.parametrize(("client_version", "agent_version"), VERSIONS)
 async def test_sdk_client_asks_answers_and_completes_through_the_gateway(
-    client: Client, gateway_url: str, sdk: SdkAgent, client_version: str, agent_version: str
+    client: Client,
+    gateway_url: str,
+    sdk: SdkAgent,
+    client_version: str,
+    agent_version: str,
+    streaming: bool,
 ) -> None:
     agent_id = await register(client, sdk.url, agent_version)
-    async with sdk_client(gateway_url, agent_id, version=client_version) as a2a:
+    async with sdk_client(
+        gateway_url, agent_id, version=client_version, streaming=streaming
+    ) as a2a:
         [first] = await send_all(a2a, user_message("weather?"))
         task = first.task
         assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED

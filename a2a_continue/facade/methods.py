@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -255,3 +255,6 @@ async def push_not_supported(call: Call, params: JSON) -> object:
 
 
 Method = Callable[[Call, JSON], Awaitable[object]]
+# A streaming method yields results (any version's shape); the first one is awaited before
+# the stream is answered, so refusals before it are plain JSON-RPC errors.
+StreamMethod = Callable[[Call, JSON], AsyncGenerator[object]]

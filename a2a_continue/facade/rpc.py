@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from a2a_continue.errors import AppError, Forbidden
 from a2a_continue.facade import methods as m
+from a2a_continue.facade import streams
 from a2a_continue.facade.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -37,7 +38,8 @@ class MethodSpec:
 
     version: str
     permission: str
-    run: m.Method
+    run: m.Method | None = None
+    frames: m.StreamMethod | None = None
 
 
 _PUSH_METHODS = {
@@ -56,15 +58,17 @@ _PUSH_METHODS = {
 }
 
 METHODS: dict[str, MethodSpec] = {
-    "SendMessage": MethodSpec("1.0", INVOKE, m.send),
-    "message/send": MethodSpec("0.3", INVOKE, m.send),
-    "GetTask": MethodSpec("1.0", READ, m.get),
-    "tasks/get": MethodSpec("0.3", READ, m.get),
-    "ListTasks": MethodSpec("1.0", READ, m.list_),
-    "CancelTask": MethodSpec("1.0", INVOKE, m.cancel),
-    "tasks/cancel": MethodSpec("0.3", INVOKE, m.cancel),
+    "SendMessage": MethodSpec("1.0", INVOKE, run=m.send),
+    "message/send": MethodSpec("0.3", INVOKE, run=m.send),
+    "SendStreamingMessage": MethodSpec("1.0", INVOKE, frames=streams.blocking_frames),
+    "message/stream": MethodSpec("0.3", INVOKE, frames=streams.blocking_frames),
+    "GetTask": MethodSpec("1.0", READ, run=m.get),
+    "tasks/get": MethodSpec("0.3", READ, run=m.get),
+    "ListTasks": MethodSpec("1.0", READ, run=m.list_),
+    "CancelTask": MethodSpec("1.0", INVOKE, run=m.cancel),
+    "tasks/cancel": MethodSpec("0.3", INVOKE, run=m.cancel),
     **{
-        name: MethodSpec(version, READ, m.push_not_supported)
+        name: MethodSpec(version, READ, run=m.push_not_supported)
         for version, names in _PUSH_METHODS.items()
         for name in names
     },
@@ -157,21 +161,37 @@ def resolve(request: Request, parsed: RpcRequest) -> MethodSpec:
     return spec
 
 
+def _failure(call: m.Call, parsed: RpcRequest, exc: Exception) -> Response:
+    if isinstance(exc, RpcError):
+        return rpc_response(parsed.rpc_id, error=exc.render(call.version))
+    if isinstance(exc, m.AgentRpcError):
+        return rpc_response(parsed.rpc_id, error=exc.error)
+    if isinstance(exc, AppError):
+        rendered = from_app_error(exc, parsed.method, call.version).render(call.version)
+        return rpc_response(parsed.rpc_id, error=rendered)
+    log.error("unexpected error in %s on agent %s", parsed.method, call.agent_id, exc_info=exc)
+    bug = RpcError(INTERNAL_ERROR, "an unexpected error occurred; it has been logged")
+    return rpc_response(parsed.rpc_id, error=bug.render(call.version))
+
+
 async def dispatch(call: m.Call, spec: MethodSpec, parsed: RpcRequest) -> Response:
     """Run the method; every refusal becomes a JSON-RPC error in the client's version."""
+    if spec.frames is not None:
+        frames = spec.frames(call, parsed.params)
+        try:
+            first = await anext(frames)
+        except StopAsyncIteration:
+            bug = RpcError(INTERNAL_ERROR, "the stream ended before its first frame")
+            return rpc_response(parsed.rpc_id, error=bug.render(call.version))
+        except Exception as exc:
+            await frames.aclose()
+            return _failure(call, parsed, exc)
+        return streams.stream_response(call, parsed.rpc_id, first, frames)
+    assert spec.run is not None
     try:
         result = await spec.run(call, parsed.params)
-    except RpcError as error:
-        return rpc_response(parsed.rpc_id, error=error.render(call.version))
-    except m.AgentRpcError as error:
-        return rpc_response(parsed.rpc_id, error=error.error)
-    except AppError as error:
-        rendered = from_app_error(error, parsed.method, call.version).render(call.version)
-        return rpc_response(parsed.rpc_id, error=rendered)
-    except Exception:
-        log.exception("unexpected error in %s on agent %s", parsed.method, call.agent_id)
-        bug = RpcError(INTERNAL_ERROR, "an unexpected error occurred; it has been logged")
-        return rpc_response(parsed.rpc_id, error=bug.render(call.version))
+    except Exception as exc:
+        return _failure(call, parsed, exc)
     return rpc_response(parsed.rpc_id, result=result)
 
 
