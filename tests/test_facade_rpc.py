@@ -313,3 +313,12 @@ async def test_invisible_agent_answers_task_not_found(
     assert (r.status, r.json()["error"]["code"]) == (200, -32001)
     r = await rpc(client, str(uuid.uuid4()), "message/send", v03_message("hi"))
     assert (r.status, r.json()["error"]["code"]) == (200, -32001)
+
+
+async def test_body_over_the_size_limit_is_an_invalid_request(client: Client) -> None:
+    agent_id = await register(client, "http://127.0.0.1:9/", "1.0")
+    huge = v03_message("x" * 70_000)
+    r = await rpc(client, agent_id, "message/send", huge, rpc_id=1)
+    assert r.status == 200
+    error = r.json()["error"]
+    assert (r.json()["id"], error["code"], error["data"]["status"]) == (None, -32600, 413)

@@ -60,7 +60,10 @@ async def agent_rpc(request: Request) -> Response:
     try:
         raw = await read_body(request)
     except PayloadTooLarge as error:
-        return rpc.refuse(request, rpc.Unreadable(INVALID_REQUEST, error.detail))
+        refusal = rpc.Unreadable(
+            INVALID_REQUEST, error.detail, None, type=error.slug, status=error.status
+        )
+        return rpc.refuse(request, refusal)
     try:
         parsed = rpc.parse_request(raw)
         spec = rpc.resolve(request, parsed)
