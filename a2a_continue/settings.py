@@ -30,6 +30,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     max_agent_response_bytes: int = 8 * MIB
     claim_margin_s: float = 5.0
     pool_size: int = 10
+    stream_max_s: float = 3600.0
+    max_streams: int = 1000
+    keepalive_s: float = 15.0
+    stream_poll_s: float = 3.0
+    listen: bool = True
     public_url: str | None = None
 
 
@@ -54,6 +59,17 @@ def _integer(env: Mapping[str, str], name: str, default: int, high: int | None =
     return int(value)
 
 
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if raw == "":
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name} must be true or false, got {env[name]!r}")
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Build the settings from ``env`` (default: the process environment)."""
     env = os.environ if env is None else env
@@ -70,5 +86,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         max_agent_response_bytes=_integer(env, "A2AC_MAX_AGENT_RESPONSE_BYTES", 8 * MIB),
         claim_margin_s=_number(env, "A2AC_CLAIM_MARGIN_S", 5.0),
         pool_size=_integer(env, "A2AC_POOL_SIZE", 10),
+        stream_max_s=_number(env, "A2AC_STREAM_MAX_S", 3600.0),
+        max_streams=_integer(env, "A2AC_MAX_STREAMS", 1000),
+        keepalive_s=_number(env, "A2AC_KEEPALIVE_S", 15.0),
+        stream_poll_s=_number(env, "A2AC_STREAM_POLL_S", 3.0),
+        listen=_flag(env, "A2AC_LISTEN", True),
         public_url=env.get("A2AC_PUBLIC_URL") or None,
     )
