@@ -123,12 +123,13 @@ async def send(call: Call, params: JSON) -> object:
         started = await invoke.start_task(call.gw, call.caller, call.agent_id, body)
         return _answer(started.raw, call.version)
     continued = await continuation.continue_task(
-        call.gw, call.caller, call.agent_id, task_id, _as_continue(body)
+        call.gw, call.caller, call.agent_id, task_id, as_continue(body)
     )
     return _answer(continued.raw, call.version)
 
 
-def _as_continue(body: StartBody) -> ContinueBody:
+def as_continue(body: StartBody) -> ContinueBody:
+    """The body of a follow-up: a start's body without its team."""
     return ContinueBody(
         message=body.message,
         text=body.text,

@@ -23,6 +23,7 @@ from a2a_continue.facade.errors import (
     RpcError,
     from_app_error,
 )
+from a2a_continue.protocol import INTERRUPTED_STATES, TERMINAL_STATES
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,8 @@ class MethodSpec:
     permission: str
     run: m.Method | None = None
     frames: m.StreamMethod | None = None
+    # A stream's `final` (0.3) marks the status in one of these states.
+    final_states: frozenset[str] = frozenset()
 
 
 _PUSH_METHODS = {
@@ -57,11 +60,21 @@ _PUSH_METHODS = {
     ),
 }
 
+SETTLED = TERMINAL_STATES | INTERRUPTED_STATES
+
 METHODS: dict[str, MethodSpec] = {
     "SendMessage": MethodSpec("1.0", INVOKE, run=m.send),
     "message/send": MethodSpec("0.3", INVOKE, run=m.send),
-    "SendStreamingMessage": MethodSpec("1.0", INVOKE, frames=streams.blocking_frames),
-    "message/stream": MethodSpec("0.3", INVOKE, frames=streams.blocking_frames),
+    "SendStreamingMessage": MethodSpec(
+        "1.0", INVOKE, frames=streams.send_frames, final_states=SETTLED
+    ),
+    "message/stream": MethodSpec("0.3", INVOKE, frames=streams.send_frames, final_states=SETTLED),
+    "SubscribeToTask": MethodSpec(
+        "1.0", READ, frames=streams.subscribe_frames, final_states=TERMINAL_STATES
+    ),
+    "tasks/resubscribe": MethodSpec(
+        "0.3", READ, frames=streams.subscribe_frames, final_states=TERMINAL_STATES
+    ),
     "GetTask": MethodSpec("1.0", READ, run=m.get),
     "tasks/get": MethodSpec("0.3", READ, run=m.get),
     "ListTasks": MethodSpec("1.0", READ, run=m.list_),
@@ -177,22 +190,38 @@ def _failure(call: m.Call, parsed: RpcRequest, exc: Exception) -> Response:
 async def dispatch(call: m.Call, spec: MethodSpec, parsed: RpcRequest) -> Response:
     """Run the method; every refusal becomes a JSON-RPC error in the client's version."""
     if spec.frames is not None:
-        frames = spec.frames(call, parsed.params)
-        try:
-            first = await anext(frames)
-        except StopAsyncIteration:
-            bug = RpcError(INTERNAL_ERROR, "the stream ended before its first frame")
-            return rpc_response(parsed.rpc_id, error=bug.render(call.version))
-        except Exception as exc:
-            await frames.aclose()
-            return _failure(call, parsed, exc)
-        return streams.stream_response(call, parsed.rpc_id, first, frames)
+        return await _open_stream(call, spec, parsed)
     assert spec.run is not None
     try:
         result = await spec.run(call, parsed.params)
     except Exception as exc:
         return _failure(call, parsed, exc)
     return rpc_response(parsed.rpc_id, result=result)
+
+
+async def _open_stream(call: m.Call, spec: MethodSpec, parsed: RpcRequest) -> Response:
+    """Answer a stream once its first frame is there; a refusal before it is plain JSON."""
+    assert spec.frames is not None
+    try:
+        slot = call.gw.streams.take()
+    except AppError as exc:
+        return _failure(call, parsed, exc)
+    frames = spec.frames(call, parsed.params)
+    try:
+        first = await anext(frames)
+    except StopAsyncIteration:
+        first = streams.ErrorFrame(
+            RpcError(INTERNAL_ERROR, "the stream ended before its first frame").render(call.version)
+        )
+    except Exception as exc:
+        slot.release()
+        await frames.aclose()
+        return _failure(call, parsed, exc)
+    if isinstance(first, streams.ErrorFrame):
+        slot.release()
+        await frames.aclose()
+        return rpc_response(parsed.rpc_id, error=first.error)
+    return streams.stream_response(call, parsed.rpc_id, spec.final_states, first, frames, slot)
 
 
 def check_permission(call: m.Call, spec: MethodSpec) -> None:
