@@ -50,6 +50,8 @@ class SdkAgent:
     url: str
     received: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    # The body of each answer, as sent (a stream's events included).
+    answers: list[bytes] = field(default_factory=list)
 
 
 class WeatherExecutor(AgentExecutor):
@@ -179,7 +181,15 @@ class _Recorder:
             replayed = True
             return {"type": "http.request", "body": body, "more_body": False}
 
-        await self.app(scope, replay, send)
+        index = len(self.agent.answers)
+        self.agent.answers.append(b"")
+
+        async def record(message: AsgiMessage) -> None:
+            if message["type"] == "http.response.body":
+                self.agent.answers[index] += message.get("body", b"")
+            await send(message)
+
+        await self.app(scope, replay, record)
 
 
 def _card(url: str, streaming: bool = False) -> AgentCard:

@@ -70,6 +70,7 @@ class Relay:
         self._queue: asyncio.Queue[Relayed | None] = asyncio.Queue()
         self._listening = True
         self._head: Relayed | None = None
+        self._peeked = False
 
     def put(self, item: Relayed | None) -> None:
         """Hand an item to the caller, if one is still reading."""
@@ -83,11 +84,12 @@ class Relay:
             self._listening = False
             raise head.problem
         self._head = head
+        self._peeked = True
 
     async def items(self) -> AsyncIterator[Relayed]:
         """Yield each item until the stream ends; leaving early detaches the caller."""
         try:
-            item = self._head
+            item = self._head if self._peeked else await self._queue.get()
             while item is not None:
                 yield item
                 item = await self._queue.get()
