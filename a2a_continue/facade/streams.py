@@ -136,26 +136,31 @@ def _task_id_param(params: m.JSON) -> str:
     return value
 
 
-async def _updates(call: m.Call, task_id: str, context_id: Any, event: EventOut) -> list[Item]:
-    """The status and artifact updates one logged event stands for."""
-    if event.type not in _STATUS_EVENTS or event.new_state is None:
-        return []
-    async with call.gw.connection() as conn:
-        row = await find_task(conn, call.caller, call.agent_id, task_id)
-    frames: list[Item] = []
-    ids = event.data.get("artifactIds")
-    changed = set(ids) if isinstance(ids, list) else set()
-    for artifact in row["artifacts"]:
-        if isinstance(artifact, dict) and artifact.get("artifactId") in changed:
-            update = {"taskId": task_id, "contextId": context_id, "artifact": artifact}
-            frames.append({"kind": "artifact-update", **update})
-    status: m.JSON = {"state": event.new_state, "timestamp": event.created_at.isoformat()}
-    if row["status_message"] is not None and event.new_state == row["state"]:
-        status["message"] = row["status_message"]
-    frames.append(
-        {"kind": "status-update", "taskId": task_id, "contextId": context_id, "status": status}
-    )
-    return frames
+class Follower:
+    """Turn one task's logged events into the updates a subscriber has not seen yet."""
+
+    def __init__(self, call: m.Call, row: Any) -> None:
+        self.call, self.task_id, self.context_id = call, row["task_id"], row["context_id"]
+        self.seen = list(row["artifacts"])
+
+    async def updates(self, event: EventOut) -> list[Item]:
+        """The artifact and status updates one status-bearing event stands for."""
+        if event.type not in _STATUS_EVENTS or event.new_state is None:
+            return []
+        async with self.call.gw.connection() as conn:
+            row = await find_task(conn, self.call.caller, self.call.agent_id, self.task_id)
+        ids: m.JSON = {"taskId": self.task_id, "contextId": self.context_id}
+        frames: list[Item] = [
+            {"kind": "artifact-update", **ids, "artifact": artifact}
+            for artifact in row["artifacts"]
+            if artifact not in self.seen
+        ]
+        self.seen = list(row["artifacts"])
+        status: m.JSON = {"state": event.new_state, "timestamp": event.created_at.isoformat()}
+        if row["status_message"] is not None and event.new_state == row["state"]:
+            status["message"] = row["status_message"]
+        frames.append({"kind": "status-update", **ids, "status": status})
+        return frames
 
 
 async def subscribe_frames(call: m.Call, params: m.JSON) -> AsyncGenerator[Item]:
@@ -174,8 +179,9 @@ async def subscribe_frames(call: m.Call, params: m.JSON) -> AsyncGenerator[Item]
         call.gw, call.caller, call.agent_id, task_id, row["last_seq"], TERMINAL_STATES
     ).open()
     yield m.stored_task(task_out(row), "1.0")
+    follower = Follower(call, row)
     async for event in stream.events():
-        for frame in await _updates(call, task_id, row["context_id"], event):
+        for frame in await follower.updates(event):
             yield frame
 
 

@@ -122,12 +122,15 @@ def task(value: object, version: str, history_length: int | None = None) -> obje
 
 
 def status_update(value: JSON, version: str, final: bool) -> JSON:
-    """Translate a status-update event; 0.3 carries ``final``, 1.0 does not."""
+    """Translate a status-update event; 0.3 carries ``final`` (the caller's), 1.0 does not.
+
+    The gateway decides `final` itself: agents disagree on it, and clients rely on it.
+    """
     out = _with_kind(value, "status-update", version)
     if "status" in out:
         out["status"] = status(out["status"], version)
     if version == "0.3":
-        out["final"] = bool(out.get("final", final))
+        out["final"] = final
     else:
         out.pop("final", None)
     return out
