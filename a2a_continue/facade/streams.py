@@ -92,11 +92,6 @@ class ClientFrames:
         return translate.status_update(update, self.version, self.final(status.get("state")))
 
 
-def settles() -> frozenset[str]:
-    """A send's stream ends when the agent waits for the caller or is done."""
-    return protocol.TERMINAL_STATES | protocol.INTERRUPTED_STATES
-
-
 # ---- streaming send ---------------------------------------------------------------------
 
 
