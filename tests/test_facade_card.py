@@ -172,3 +172,37 @@ async def test_card_of_an_invisible_agent_is_not_found(client: Client) -> None:
     assert r.status == 404
     unknown = await client.call("GET", card_path(str(uuid.uuid4())))
     assert unknown.status == 404
+
+
+V03_CARD = {
+    "name": "Old forecaster",
+    "description": "A 0.3 agent.",
+    "version": "0.9.0",
+    "protocolVersion": "0.3.0",
+    "url": "http://10.0.0.8:9000/",
+    "preferredTransport": "JSONRPC",
+    "additionalInterfaces": [{"url": "http://10.0.0.8:9000/", "transport": "JSONRPC"}],
+    "capabilities": {"streaming": True},
+    "securitySchemes": {"key": {"type": "apiKey", "in": "header", "name": "X-Key"}},
+    "security": [{"key": []}],
+    "supportsAuthenticatedExtendedCard": True,
+    "defaultInputModes": ["text/plain"],
+    "defaultOutputModes": ["text/plain"],
+    "skills": [{"id": "s", "name": "S", "description": "d", "tags": [], "security": [{"key": []}]}],
+}
+
+
+async def test_stored_0_3_card_is_rewritten_to_the_gateway(
+    client: Client, gateway_url: str, db: asyncpg.Connection
+) -> None:
+    agent_id = await register(client, "http://10.0.0.8:9000/", "0.3")
+    await db.execute("UPDATE a2a_agents SET card = $1 WHERE id = $2", V03_CARD, uuid.UUID(agent_id))
+    card = (await client.call("GET", card_path(agent_id))).json()
+    text = msgspec.json.encode(card).decode()
+    assert "10.0.0.8" not in text and "X-Key" not in text
+    assert "supportsAuthenticatedExtendedCard" not in card
+    assert card["url"] == f"{gateway_url}/a2a/{agent_id}"
+    assert card["additionalInterfaces"] == [{"url": card["url"], "transport": "JSONRPC"}]
+    assert card["skills"] == [{"id": "s", "name": "S", "description": "d", "tags": []}]
+    assert [i["protocolVersion"] for i in card["supportedInterfaces"]] == ["1.0", "0.3"]
+    assert card["security"] == [{"bearer": []}]

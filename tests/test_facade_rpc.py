@@ -322,3 +322,9 @@ async def test_body_over_the_size_limit_is_an_invalid_request(client: Client) ->
     assert r.status == 200
     error = r.json()["error"]
     assert (r.json()["id"], error["code"], error["data"]["status"]) == (None, -32600, 413)
+
+
+async def test_patch_level_version_header_is_accepted(client: Client, sdk: SdkAgent) -> None:
+    agent_id = await register(client, sdk.url, "1.0")
+    r = await rpc(client, agent_id, "SendMessage", v10_message("weather?"), version="1.0.0")
+    assert r.json()["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
