@@ -328,3 +328,20 @@ async def test_patch_level_version_header_is_accepted(client: Client, sdk: SdkAg
     agent_id = await register(client, sdk.url, "1.0")
     r = await rpc(client, agent_id, "SendMessage", v10_message("weather?"), version="1.0.0")
     assert r.json()["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+
+async def test_list_tasks_shows_artifacts_only_when_asked(client: Client, sdk: SdkAgent) -> None:
+    agent_id = await register(client, sdk.url, "1.0")
+    await rpc(client, agent_id, "SendMessage", v10_message("now"), version="1.0")
+    plain = await rpc(client, agent_id, "ListTasks", {}, version="1.0")
+    assert "artifacts" not in plain.json()["result"]["tasks"][0]
+    full = await rpc(client, agent_id, "ListTasks", {"includeArtifacts": True}, version="1.0")
+    [task] = full.json()["result"]["tasks"]
+    assert task["artifacts"][0]["parts"] == [{"text": "Sunny now"}]
+
+
+async def test_list_tasks_refuses_a_filter_it_does_not_apply(client: Client) -> None:
+    agent_id = await register(client, "http://127.0.0.1:9/", "1.0")
+    params = {"statusTimestampAfter": "2026-01-01T00:00:00Z"}
+    r = await rpc(client, agent_id, "ListTasks", params, version="1.0")
+    assert r.json()["error"]["code"] == -32602

@@ -204,6 +204,8 @@ def _page_size(params: JSON) -> int:
 
 
 def _list_query(params: JSON) -> dict[str, str]:
+    if params.get("statusTimestampAfter") is not None:
+        raise bad_params("$.params.statusTimestampAfter", "is not supported by this gateway")
     query = {"limit": str(_page_size(params))}
     for name, key in (("contextId", "contextId"), ("pageToken", "cursor")):
         value = params.get(name)
@@ -242,8 +244,14 @@ async def list_(call: Call, params: JSON) -> object:
     except Invalid as error:
         loc = error.extra["errors"][0]["loc"].replace("$.query.cursor", "$.params.pageToken")
         raise bad_params(loc, "is not a page token this gateway issued") from None
+    include_artifacts = params.get("includeArtifacts") is True
+    listed = [stored_task(task, "1.0") for task in page.tasks]
+    if not include_artifacts:
+        for task in listed:
+            if isinstance(task, dict):
+                task.pop("artifacts", None)
     return {
-        "tasks": [stored_task(task, "1.0") for task in page.tasks],
+        "tasks": listed,
         "nextPageToken": page.next_cursor or "",
         "pageSize": int(query["limit"]),
         "totalSize": int(total or 0),
