@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -178,3 +179,8 @@ def test_error_members_are_an_object_in_0_3_and_error_info_in_1_0() -> None:
         "metadata": {"state": "completed", "status": "409"},
     }
     assert members_of(error_data(-32004, {"state": "x"}, "1.0")) == {"state": "x"}
+
+
+def test_timestamps_are_utc_with_z() -> None:
+    at = dt.datetime(2026, 1, 2, 4, 5, 6, tzinfo=dt.timezone(dt.timedelta(hours=2)))
+    assert translate.timestamp(at) == "2026-01-02T02:05:06Z"

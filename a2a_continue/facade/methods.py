@@ -179,7 +179,7 @@ async def _record_refresh(call: Call, row: Any, snapshot: JSON) -> None:
 
 def stored_task(task: TaskOut, version: str) -> object:
     """Show a task row of the gateway as an A2A task of ``version``."""
-    status: JSON = {"state": task.state, "timestamp": task.updated_at.isoformat()}
+    status: JSON = {"state": task.state, "timestamp": translate.timestamp(task.updated_at)}
     if task.status_message is not None:
         status["message"] = task.status_message
     out: JSON = {"id": task.id, "status": status, "artifacts": task.artifacts}

@@ -151,7 +151,10 @@ class Follower:
             if artifact not in self.seen
         ]
         self.seen = list(row["artifacts"])
-        status: m.JSON = {"state": event.new_state, "timestamp": event.created_at.isoformat()}
+        status: m.JSON = {
+            "state": event.new_state,
+            "timestamp": translate.timestamp(event.created_at),
+        }
         if row["status_message"] is not None and event.new_state == row["state"]:
             status["message"] = row["status_message"]
         frames.append({"kind": "status-update", **ids, "status": status})

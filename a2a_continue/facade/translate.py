@@ -7,6 +7,7 @@ matters. Members the gateway does not know are carried over as they are.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from a2a_continue import protocol
@@ -35,6 +36,11 @@ _FRAME_MEMBERS = {
     "artifact-update": "artifactUpdate",
 }
 _FRAME_KINDS = {member: kind for kind, member in _FRAME_MEMBERS.items()}
+
+
+def timestamp(at: dt.datetime) -> str:
+    """An RFC 3339 UTC timestamp as A2A status timestamps are written (``…Z``)."""
+    return at.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
 
 
 def wire_state(state: object, version: str) -> str:
