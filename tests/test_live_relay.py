@@ -19,7 +19,7 @@ from aiohttp import web
 from a2a_continue.agent_stream import SseReader
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings
-from tests.conftest import Client, Response, register
+from tests.conftest import Client, Response, register, token
 from tests.sdk_agent import run_sdk_agent
 from tests.servers import serve_aiohttp, serve_asgi
 from tests.sse_client import Event, all_events, events
@@ -389,7 +389,7 @@ async def test_an_idle_agent_ends_the_stream_with_an_error_event_and_a_failed_fo
 ) -> None:
     async def rest(request: JSON, send: Callable[[bytes], Awaitable[None]]) -> None:
         await send(frame(request, status("T", "TASK_STATE_WORKING")))
-        await asyncio.sleep(3)
+        await asyncio.sleep(1)
 
     fake = await sse_agent(interrupted_then(rest))
     agent = await register(client, fake.url, "1.0", capabilities=STREAMING, timeoutSeconds=0.3)
@@ -408,7 +408,7 @@ async def test_an_agent_silent_before_any_frame_gets_a_504_problem(
     client: Client, db: asyncpg.Connection, sse_agent: Any
 ) -> None:
     async def rest(request: JSON, send: Callable[[bytes], Awaitable[None]]) -> None:
-        await asyncio.sleep(3)
+        await asyncio.sleep(1)
 
     fake = await sse_agent(interrupted_then(rest))
     agent = await register(client, fake.url, "1.0", capabilities=STREAMING, timeoutSeconds=0.3)
@@ -518,8 +518,6 @@ async def test_a_streamed_start_of_an_invisible_agent_is_404(
 
     fake = await sse_agent(script)
     agent = await register(client, fake.url, "1.0", capabilities=STREAMING)
-    from tests.conftest import token
-
     bob = client.as_(token("bob@example.com"))
     r = await post_stream(bob, f"/v1/a2a/{agent}/messages", {"text": "hi"})
     assert r.status == 404
@@ -555,3 +553,60 @@ async def test_invalid_capabilities_are_422(client: Client, capabilities: Any) -
     r = await client.call("POST", "/v1/a2a/agents", body)
     assert r.status == 422
     assert r.json()["errors"][0]["loc"].startswith("$.capabilities")
+
+
+async def test_shutting_the_gateway_down_releases_the_claim_of_a_stream_still_being_read(
+    settings: Settings, db: asyncpg.Connection, sse_agent: Any
+) -> None:
+    gate = asyncio.Event()
+
+    async def rest(request: JSON, send: Callable[[bytes], Awaitable[None]]) -> None:
+        await send(frame(request, status("T", "TASK_STATE_WORKING")))
+        await gate.wait()
+
+    fake = await sse_agent(interrupted_then(rest))
+    async with serve_asgi(create_app(settings)) as base, aiohttp.ClientSession() as http:
+        client = Client(base, http)
+        agent = await register(client, fake.url, "1.0", capabilities=STREAMING)
+        await start_task(client, agent)
+        headers = {"Authorization": f"Bearer {client.bearer}", **STREAM}
+        path = f"{base}/v1/a2a/{agent}/tasks/T/messages"
+        async with http.post(path, json={"text": "Paris"}, headers=headers) as r:
+            assert (await anext(events(r))).event == "status-update"
+        assert (await task_row(db, "T"))["claim_token"] is not None
+    gate.set()
+    row = await task_row(db, "T")
+    assert (row["state"], row["claim_token"]) == ("working", None)
+
+
+async def test_the_claim_is_renewed_while_a_stream_outlives_its_lifetime(
+    client: Client, db: asyncpg.Connection, sse_agent: Any
+) -> None:
+    # Agent timeout 0.5 s + claim margin 1 s: an unrenewed claim would expire after 1.5 s.
+    gate = asyncio.Event()
+
+    async def rest(request: JSON, send: Callable[[bytes], Awaitable[None]]) -> None:
+        await send(frame(request, status("T", "TASK_STATE_WORKING")))
+        while not gate.is_set():
+            await asyncio.sleep(0.2)
+            await send(frame(request, artifact("T", "a1", ".", append=True)))
+        await send(frame(request, status("T", "TASK_STATE_COMPLETED")))
+
+    fake = await sse_agent(interrupted_then(rest))
+    agent = await register(client, fake.url, "1.0", capabilities=STREAMING, timeoutSeconds=0.5)
+    await start_task(client, agent)
+    path = f"/v1/a2a/{agent}/tasks/T/messages"
+    headers = {"Authorization": f"Bearer {client.bearer}", **STREAM}
+    async with client.session.post(client.base + path, json={"text": "a"}, headers=headers) as r:
+        received = events(r)
+        await anext(received)
+        expiry = await db.fetchval("SELECT claim_expires_at FROM a2a_tasks WHERE task_id = 'T'")
+        await asyncio.sleep(2.5)
+        renewed = await db.fetchval("SELECT claim_expires_at FROM a2a_tasks WHERE task_id = 'T'")
+        busy = await client.call("POST", path, {"text": "b"})
+        gate.set()
+        assert [e.event async for e in received][-1] == "status-update"
+    assert renewed > expiry
+    assert busy.status == 409
+    assert busy.json()["type"] == BUSY_TYPE
+    assert (await task_row(db, "T"))["claim_token"] is None

@@ -101,17 +101,20 @@ class Hub:
 
     async def _run(self) -> None:
         assert self.database_url is not None
+        delay = self.retry_s
         while True:
             try:
                 await self._listen_once(self.database_url)
+                reason = "connection closed"
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning(
-                    "event listener lost its connection (%s); reconnecting", type(exc).__name__
-                )
+                reason = type(exc).__name__
+            # A listener that was connected retries soon; one that cannot connect backs off.
+            delay = self.retry_s if self.connected.is_set() else min(delay * 2, 30.0)
             self.connected.clear()
-            await asyncio.sleep(self.retry_s)
+            log.warning("event listener has no connection (%s); retrying in %g s", reason, delay)
+            await asyncio.sleep(delay)
 
     async def _listen_once(self, url: str) -> None:
         conn = await asyncpg.connect(url)

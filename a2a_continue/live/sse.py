@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
@@ -10,11 +11,14 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from a2a_continue.auth import Caller
+from a2a_continue.errors import AppError
 from a2a_continue.gateway import Gateway
 from a2a_continue.live.event_stream import EventStream, start_after, until_states
 from a2a_continue.live.relay import Relay
 from a2a_continue.live.streams import Slot
 from a2a_continue.models import encode
+
+log = logging.getLogger(__name__)
 
 EVENT_STREAM = "text/event-stream"
 
@@ -82,7 +86,14 @@ async def event_stream_response(
         raise
 
     async def events() -> AsyncIterator[ServerSentEvent]:
-        async for event in stream.events():
-            yield ServerSentEvent(data=encode(event).decode(), event=event.type, id=str(event.seq))
+        try:
+            async for event in stream.events():
+                data = encode(event).decode()
+                yield ServerSentEvent(data=data, event=event.type, id=str(event.seq))
+        except AppError as error:
+            # The response has started: end the stream; the client resumes with Last-Event-ID.
+            log.warning("event stream of task %s ended: %s", task_id, error.detail)
+        except Exception:
+            log.exception("event stream of task %s failed", task_id)
 
     return StreamResponse(events(), slot, gw)
