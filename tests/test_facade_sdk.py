@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, ListTasksRequest, TaskState
 
@@ -99,3 +101,34 @@ async def test_agent_receives_gateway_owned_message_ids_from_sdk_clients(
     events = (await client.call("GET", f"/v1/a2a/{agent_id}/tasks/{first.task.id}/events")).json()
     assert [e["data"]["messageId"] for e in events["events"]] == sent
     assert [h["a2a-version"] for h in sdk.headers] == [agent_version, agent_version]
+
+
+def shape_of(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [
+        (e["seq"], e["type"], e["previousState"], e["newState"], e["actor"], sorted(e["data"]))
+        for e in events
+    ]
+
+
+@pytest.mark.parametrize("agent_version", ["1.0", "0.3"])
+async def test_facade_flow_leaves_the_same_record_as_the_rest_flow(
+    client: Client, gateway_url: str, sdk: SdkAgent, agent_version: str
+) -> None:
+    agent_id = await register(client, sdk.url, agent_version)
+    r = await client.call("POST", f"/v1/a2a/{agent_id}/messages", {"text": "weather?"})
+    rest_id = (
+        r.json()["result"]["task"]["id"] if agent_version == "1.0" else r.json()["result"]["id"]
+    )
+    await client.call("POST", f"/v1/a2a/{agent_id}/tasks/{rest_id}/messages", {"text": "Paris"})
+    async with sdk_client(gateway_url, agent_id) as a2a:
+        [first] = await send_all(a2a, user_message("weather?"))
+        await send_all(a2a, user_message("Paris", first.task.id))
+
+    records = []
+    for task_id in (rest_id, first.task.id):
+        task = (await client.call("GET", f"/v1/a2a/{agent_id}/tasks/{task_id}")).json()
+        events = (await client.call("GET", f"/v1/a2a/{agent_id}/tasks/{task_id}/events")).json()
+        kept = {k: task[k] for k in ("state", "owner", "teamId", "lastSeq", "statusMessage")}
+        artifacts = [[p for p in a["parts"]] for a in task["artifacts"]]
+        records.append((kept, artifacts, shape_of(events["events"])))
+    assert records[0] == records[1]
