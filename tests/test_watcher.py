@@ -17,6 +17,8 @@ from aiohttp import web
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings, SettingsError, load_settings
 from tests.conftest import Client
+from tests.facade_clients import rpc as facade_rpc
+from tests.facade_clients import v03_message, v10_message
 from tests.sdk_agent import run_sdk_agent
 from tests.servers import serve_asgi
 from tests.sse_client import all_events
@@ -657,3 +659,44 @@ async def test_a_caller_hands_a_task_over_and_waits_on_its_event_stream(
         ("task_updated", "working"),
         ("task_updated", "input-required"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("client_version", "config"),
+    [("1.0", {"returnImmediately": True}), ("0.3", {"blocking": False})],
+)
+async def test_an_a2a_client_can_hand_a_task_to_the_watcher_through_the_facade(
+    watching: Client, db: asyncpg.Connection, client_version: str, config: JSON
+) -> None:
+    async with run_sdk_agent() as sdk:
+        agent = await register(watching, sdk.url, "1.0", sdk.received)
+        params = (v10_message if client_version == "1.0" else v03_message)("slow")
+        send = "SendMessage" if client_version == "1.0" else "message/send"
+
+        r = await facade_rpc(
+            watching, agent.id, send, {**params, "configuration": config}, version=client_version
+        )
+
+        assert r.status == 200, r.raw
+        assert sdk.received[0]["params"]["configuration"] == {"returnImmediately": True}
+        result = r.json()["result"]
+        task_id = result["task"]["id"] if client_version == "1.0" else result["id"]
+        await eventually(lambda: calls(agent, "GetTask"), "a GetTask")
+        sdk.proceed.set()
+        await settles_as(watching, agent, task_id, "input-required")
+        await watch_ended(db, task_id)
+
+
+async def test_the_facade_refuses_a_return_immediately_that_is_not_a_boolean(
+    watching: Client,
+) -> None:
+    async with run_sdk_agent() as sdk:
+        agent = await register(watching, sdk.url, "1.0", sdk.received)
+        params = {**v10_message("slow"), "configuration": {"returnImmediately": "yes"}}
+
+        r = await facade_rpc(watching, agent.id, "SendMessage", params, version="1.0")
+
+    error = r.json()["error"]
+    assert error["code"] == -32602
+    assert "returnImmediately" in error["message"]
+    assert sdk.received == []

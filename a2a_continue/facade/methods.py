@@ -87,6 +87,18 @@ def _history_length(source: JSON | None, loc: str) -> int | None:
     return value
 
 
+def _return_immediately(config: JSON) -> bool | None:
+    """1.0 `returnImmediately`, or its 0.3 spelling `blocking: false` (§8.4)."""
+    for key, flip in (("returnImmediately", False), ("blocking", True)):
+        value = config.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, bool):
+            raise bad_params(f"$.params.configuration.{key}", "must be a boolean")
+        return value != flip
+    return None
+
+
 def send_body(params: JSON) -> StartBody:
     """Read a send's params (either version) as the body of a REST start or follow-up."""
     message = _object(params, "message", required=True)
@@ -95,6 +107,7 @@ def send_body(params: JSON) -> StartBody:
     gateway_config = {
         "historyLength": _history_length(config, "$.params.configuration"),
         "acceptedOutputModes": config.get("acceptedOutputModes") or None,
+        "returnImmediately": _return_immediately(config),
     }
     if any(value is not None for value in gateway_config.values()):
         body["configuration"] = gateway_config
