@@ -169,6 +169,8 @@ async def test_two_gateways_let_one_follow_up_through_and_refuse_the_other(
 
     [refused] = [t.result() for t in done]
     assert assert_problem(refused, 409)["type"] == BUSY_TYPE
+    # The refusal may come back before the claimed follow-up has reached the agent.
+    await asyncio.wait_for(agent_script.arrived.wait(), 10)
     assert agent_script.follow_ups == 1
     agent_script.release.set()
     [answered] = [await t for t in pending]
