@@ -6,6 +6,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from a2a_continue.limits import MAX_ID_CHARS, scrub
+
 JSON = dict[str, Any]
 
 CANONICAL_STATES: tuple[str, ...] = (
@@ -230,6 +232,14 @@ class ProtocolError(ValueError):
     """The agent's body is not a JSON-RPC answer the gateway understands."""
 
 
+def _check_id_length(name: str, value: str, low: int) -> None:
+    if not low <= len(value) <= MAX_ID_CHARS:
+        raise ProtocolError(
+            f"the task's {name!r} has {len(value)} characters; the gateway stores {low} to "
+            f"{MAX_ID_CHARS}"
+        )
+
+
 def _parse_task(raw: object) -> AgentAnswer:
     if not isinstance(raw, dict):
         raise ProtocolError("the task in the answer is not an object")
@@ -242,11 +252,15 @@ def _parse_task(raw: object) -> AgentAnswer:
     context_id = raw.get("contextId")
     if context_id is not None and not isinstance(context_id, str):
         raise ProtocolError(f"task {task_id!r} has a non-string 'contextId'")
+    _check_id_length("id", task_id, 1)
+    if context_id is not None:
+        _check_id_length("contextId", context_id, 0)
     status_message = status.get("message")
     artifacts = raw.get("artifacts")
+    # Stored copies hold no U+0000 (PostgreSQL text cannot); the caller gets the raw bytes.
     task = AgentTask(
-        id=task_id,
-        context_id=context_id,
+        id=scrub(task_id),
+        context_id=scrub(context_id),
         state=canonical_state(status.get("state")),
         status_message=status_message if isinstance(status_message, dict) else None,
         artifacts=[a for a in artifacts if isinstance(a, dict)]
