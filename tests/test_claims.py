@@ -88,7 +88,10 @@ async def test_the_periodic_sweep_logs_and_releases_expired_claims(
             await asyncio.sleep(0.05)
         events = await logged(client, agent)
     assert claim is None
-    assert [(e["seq"], e["type"]) for e in events] == [(1, "task_created"), (2, "task_continue_failed")]
+    assert [(e["seq"], e["type"]) for e in events] == [
+        (1, "task_created"),
+        (2, "task_continue_failed"),
+    ]
     assert isinstance(events[1]["data"], dict)
     assert events[1]["data"]["reason"] == "claim-expired"
     assert await db.fetchval("SELECT last_seq FROM a2a_tasks") == 2

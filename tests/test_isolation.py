@@ -80,9 +80,10 @@ async def test_a_hundred_hung_calls_to_one_agent_do_not_queue_another_agent_on_i
     gate = Gate()
     fake = await fake_agent(gate)
     roomy = msgspec.structs.replace(settings, agent_concurrency=150, agent_timeout_s=30)
-    async with serve_asgi(create_app(roomy)) as base, aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=0)
-    ) as session:
+    async with (
+        serve_asgi(create_app(roomy)) as base,
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session,
+    ):
         client = Client(base, session)
         hung = await register(client, fake.url)
         other = await register(client, fake.url)

@@ -214,7 +214,12 @@ async def post_through(url: str, resolver: AbstractResolver) -> JSON:
     async with aiohttp.ClientSession(connector=connector) as session:
         target = AgentTarget(endpoint_url=url, protocol_version="1.0", timeout_s=5)
         message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
-        payload = {"jsonrpc": "2.0", "id": "1", "method": "SendMessage", "params": {"message": message}}
+        payload = {
+            "jsonrpc": "2.0",
+            "id": "1",
+            "method": "SendMessage",
+            "params": {"message": message},
+        }
         reply = await post_rpc(session, target, payload, 1 << 20)
         body: JSON = reply.body
         return body
