@@ -245,3 +245,27 @@ async def test_a_stored_literal_guarded_address_is_refused_at_call_time(
     await db.execute("UPDATE a2a_agents SET endpoint_url = 'http://0xa9fea9fe:80/'")
     r = await client.call("POST", f"/v1/a2a/{agent}/messages", {"text": "hi"})
     assert assert_problem(r, 502)["type"].endswith(":agent-address-refused")
+
+
+def refuse_any_connection() -> aiohttp.TraceConfig:
+    """A trace that fails the test before any connection could be opened."""
+
+    async def opening(*args: object) -> None:
+        raise AssertionError("the guard let a connection to a refused address start")
+
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_create_start.append(opening)
+    return trace
+
+
+@pytest.mark.parametrize(
+    "url", ["http://169.254.169.254/", "http://[::ffff:a9fe:a9fe]/", "http://[fe80::1]:8080/"]
+)
+async def test_a_literal_guarded_address_is_refused_at_call_time_before_connecting(
+    url: str,
+) -> None:
+    async with aiohttp.ClientSession(trace_configs=[refuse_any_connection()]) as session:
+        target = AgentTarget(endpoint_url=url, protocol_version="1.0", timeout_s=5)
+        payload = {"jsonrpc": "2.0", "id": "1", "method": "SendMessage", "params": {}}
+        with pytest.raises(AgentAddressRefused):
+            await post_rpc(session, target, payload, 1 << 20)
