@@ -14,6 +14,7 @@ import aiohttp
 import asyncpg
 import msgspec
 import pytest
+from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from a2a_continue.app import create_app
@@ -269,3 +270,17 @@ async def test_a_literal_guarded_address_is_refused_at_call_time_before_connecti
         payload = {"jsonrpc": "2.0", "id": "1", "method": "SendMessage", "params": {}}
         with pytest.raises(AgentAddressRefused):
             await post_rpc(session, target, payload, 1 << 20)
+
+
+async def test_redirects_from_an_agent_are_not_followed(
+    client: Client, fake_agent: StartFake
+) -> None:
+    elsewhere = await fake_agent(Scripted())
+
+    async def redirect(request: JSON) -> web.Response:
+        return web.Response(status=307, headers={"Location": elsewhere.url})
+
+    agent = await register(client, (await fake_agent(redirect)).url)
+    r = await client.call("POST", f"/v1/a2a/{agent}/messages", {"text": "hi"})
+    assert_problem(r, 502)
+    assert elsewhere.received == []
