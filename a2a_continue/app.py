@@ -21,6 +21,8 @@ from a2a_continue.db import QueryLogger, create_pool
 from a2a_continue.errors import AppError, problem_response
 from a2a_continue.gateway import Gateway
 from a2a_continue.isolation import agent_session
+from a2a_continue.live.hub import Hub
+from a2a_continue.live.streams import Streams
 from a2a_continue.paths import RawPathRouting
 from a2a_continue.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings, check_jwt_secret
@@ -86,11 +88,16 @@ def create_app(
             database_url, settings.pool_size, on_query, timeout_s=settings.db_timeout_s
         )
         session = agent_session(settings)
-        gateway = Gateway(settings, pool, session, sealer)
+        hub = Hub(database_url, listen=settings.listen)
+        streams = Streams(settings.max_streams)
+        await hub.start()
+        gateway = Gateway(settings, pool, session, sealer, hub, streams)
         try:
             async with sweeping_claims(gateway):
                 yield {"gateway": gateway}
         finally:
+            await streams.close()
+            await hub.stop()
             await session.close()
             await pool.close()
 

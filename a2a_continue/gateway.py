@@ -13,6 +13,8 @@ import asyncpg
 from a2a_continue.db import Conn
 from a2a_continue.errors import DatabaseUnavailable
 from a2a_continue.isolation import AgentSlots
+from a2a_continue.live.hub import Hub
+from a2a_continue.live.streams import Streams
 from a2a_continue.secrets import Sealer
 from a2a_continue.settings import Settings
 
@@ -30,12 +32,15 @@ DB_SLOW = (TimeoutError, asyncpg.QueryCanceledError)
 
 @dataclass(frozen=True, slots=True)
 class Gateway:
-    """The pool, the outbound session and the credential sealer of one app."""
+    """The pool, the outbound session and the credential sealer of one app; the event hub
+    and the streams it serves."""
 
     settings: Settings
     pool: asyncpg.Pool
     session: aiohttp.ClientSession
     sealer: Sealer
+    hub: Hub = field(default_factory=lambda: Hub(None, listen=False))
+    streams: Streams = field(default_factory=lambda: Streams(1000))
     slots: AgentSlots = field(init=False)
 
     def __post_init__(self) -> None:

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import aiohttp
 
 from a2a_continue.errors import AppError
-from a2a_continue.netguard import GuardedResolver
+from a2a_continue.netguard import GuardedResolver, literal_guard
 from a2a_continue.settings import Settings
 
 
@@ -28,9 +28,8 @@ class AgentSlots:
         self.limit = limit
         self._busy: dict[uuid.UUID | str, int] = {}
 
-    @contextmanager
-    def slot(self, agent: uuid.UUID | str) -> Iterator[None]:
-        """Hold one of the agent's slots for the block, or raise AgentBusy (503)."""
+    def take(self, agent: uuid.UUID | str) -> None:
+        """Take one of the agent's slots, or raise AgentBusy (503); ``give`` returns it."""
         busy = self._busy.get(agent, 0)
         if busy >= self.limit:
             raise AgentBusy(
@@ -38,14 +37,23 @@ class AgentSlots:
                 " retry shortly"
             )
         self._busy[agent] = busy + 1
+
+    def give(self, agent: uuid.UUID | str) -> None:
+        """Return a slot taken with ``take``."""
+        left = self._busy[agent] - 1
+        if left:
+            self._busy[agent] = left
+        else:
+            del self._busy[agent]
+
+    @contextmanager
+    def slot(self, agent: uuid.UUID | str) -> Iterator[None]:
+        """Hold one of the agent's slots for the block, or raise AgentBusy (503)."""
+        self.take(agent)
         try:
             yield
         finally:
-            left = self._busy[agent] - 1
-            if left:
-                self._busy[agent] = left
-            else:
-                del self._busy[agent]
+            self.give(agent)
 
 
 def agent_session(settings: Settings) -> aiohttp.ClientSession:
@@ -54,4 +62,6 @@ def agent_session(settings: Settings) -> aiohttp.ClientSession:
     connector = aiohttp.TCPConnector(
         limit=0, limit_per_host=0, resolver=GuardedResolver(settings.agent_networks)
     )
-    return aiohttp.ClientSession(connector=connector)
+    return aiohttp.ClientSession(
+        connector=connector, trace_configs=[literal_guard(settings.agent_networks)]
+    )

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
@@ -23,8 +24,9 @@ LIMITED_BROADCAST = ipaddress.IPv4Address("255.255.255.255")
 _IPV4_LIKE = re.compile(r"(0x[0-9a-f]+|[0-9]+)(\.(0x[0-9a-f]+|[0-9]+)){0,3}\.?", re.IGNORECASE)
 
 
-class AddressRefused(OSError):
-    """An agent's address is one the gateway never connects to."""
+class AddressRefused(aiohttp.ClientOSError):
+    """An agent's address is one the gateway never connects to (an aiohttp client error, so
+    every outbound call reports it as a failed call to the agent)."""
 
 
 def parse_networks(text: str) -> tuple[Network, ...]:
@@ -128,6 +130,20 @@ class GuardedResolver(AbstractResolver):
     async def close(self) -> None:
         """Close the inner resolver."""
         await self.inner.close()
+
+
+def literal_guard(networks: Sequence[Network] = ()) -> aiohttp.TraceConfig:
+    """A session hook refusing a literal guarded address before any connection starts
+    (aiohttp does not pass literal addresses through the resolver)."""
+
+    async def on_request_start(
+        session: aiohttp.ClientSession, context: Any, params: aiohttp.TraceRequestStartParams
+    ) -> None:
+        check_call_url(str(params.url), networks)
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_start.append(on_request_start)
+    return trace
 
 
 def refused_reason(exc: BaseException) -> str | None:

@@ -29,7 +29,9 @@ USER_ROLES = frozenset({"user", "ROLE_USER"})
 _STATE_PREFIX = "task-state-"
 _STATE_ALIASES = {"cancelled": "canceled"}
 _SEND_METHODS = {"0.3": "message/send", "1.0": "SendMessage"}
+_STREAM_METHODS = {"0.3": "message/stream", "1.0": "SendStreamingMessage"}
 _CANCEL_METHODS = {"0.3": "tasks/cancel", "1.0": "CancelTask"}
+_SUBSCRIBE_METHODS = {"0.3": "tasks/resubscribe", "1.0": "SubscribeToTask"}
 _V10_CONTENT_FIELDS = ("text", "raw", "url", "data")
 
 
@@ -186,21 +188,30 @@ def build_send_request(
     message: JSON,
     configuration: JSON | None = None,
     metadata: JSON | None = None,
+    *,
+    streaming: bool = False,
 ) -> JSON:
-    """Build the JSON-RPC request that sends a message to an agent."""
+    """Build the JSON-RPC request that sends a message to an agent (or asks for a stream)."""
     params: JSON = {"message": message}
     config = {key: value for key, value in (configuration or {}).items() if value is not None}
     if config:
         params["configuration"] = config
     if metadata is not None:
         params["metadata"] = metadata
-    method = _SEND_METHODS[_check_version(version)]
+    methods = _STREAM_METHODS if streaming else _SEND_METHODS
+    method = methods[_check_version(version)]
     return {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}
 
 
 def build_cancel_request(version: str, rpc_id: str, task_id: str) -> JSON:
     """Build the JSON-RPC request that asks an agent to cancel a task."""
     method = _CANCEL_METHODS[_check_version(version)]
+    return {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": {"id": task_id}}
+
+
+def build_subscribe_request(version: str, rpc_id: str, task_id: str) -> JSON:
+    """Build the JSON-RPC request that subscribes to a running task's stream."""
+    method = _SUBSCRIBE_METHODS[_check_version(version)]
     return {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": {"id": task_id}}
 
 
@@ -232,12 +243,17 @@ class ProtocolError(ValueError):
     """The agent's body is not a JSON-RPC answer the gateway understands."""
 
 
-def _check_id_length(name: str, value: str, low: int) -> None:
+def storable_id(name: str, value: str) -> str:
+    """Check an agent-chosen id fits the store (a task id 1-500 characters, a context id at
+    most 500) and return the copy to store: U+0000 becomes U+FFFD."""
+    low = 0 if name == "contextId" else 1
     if not low <= len(value) <= MAX_ID_CHARS:
         raise ProtocolError(
             f"the task's {name!r} has {len(value)} characters; the gateway stores {low} to "
             f"{MAX_ID_CHARS}"
         )
+    stored: str = scrub(value)
+    return stored
 
 
 def _parse_task(raw: object) -> AgentAnswer:
@@ -252,15 +268,12 @@ def _parse_task(raw: object) -> AgentAnswer:
     context_id = raw.get("contextId")
     if context_id is not None and not isinstance(context_id, str):
         raise ProtocolError(f"task {task_id!r} has a non-string 'contextId'")
-    _check_id_length("id", task_id, 1)
-    if context_id is not None:
-        _check_id_length("contextId", context_id, 0)
     status_message = status.get("message")
     artifacts = raw.get("artifacts")
     # Stored copies hold no U+0000 (PostgreSQL text cannot); the caller gets the raw bytes.
     task = AgentTask(
-        id=scrub(task_id),
-        context_id=scrub(context_id),
+        id=storable_id("id", task_id),
+        context_id=None if context_id is None else storable_id("contextId", context_id),
         state=canonical_state(status.get("state")),
         status_message=status_message if isinstance(status_message, dict) else None,
         artifacts=[a for a in artifacts if isinstance(a, dict)]

@@ -37,6 +37,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     agent_networks: tuple[Network, ...] = ()
     body_timeout_s: float = 10.0
     claim_sweep_s: float = 30.0
+    stream_max_s: float = 3600.0
+    max_streams: int = 1000
+    keepalive_s: float = 15.0
+    stream_poll_s: float = 3.0
+    listen: bool = True
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -76,6 +81,17 @@ def check_jwt_secret(secret: str) -> None:
         raise SettingsError(f"A2AC_JWT_SECRET must be at least {MIN_JWT_SECRET_BYTES} bytes long")
 
 
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if raw == "":
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name} must be true or false, got {env[name]!r}")
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Build the settings from ``env`` (default: the process environment)."""
     env = os.environ if env is None else env
@@ -97,4 +113,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         agent_networks=_networks(env, "A2AC_AGENT_NETWORKS"),
         body_timeout_s=_number(env, "A2AC_BODY_TIMEOUT_S", 10.0),
         claim_sweep_s=_number(env, "A2AC_CLAIM_SWEEP_S", 30.0),
+        stream_max_s=_number(env, "A2AC_STREAM_MAX_S", 3600.0),
+        max_streams=_integer(env, "A2AC_MAX_STREAMS", 1000),
+        keepalive_s=_number(env, "A2AC_KEEPALIVE_S", 15.0),
+        stream_poll_s=_number(env, "A2AC_STREAM_POLL_S", 3.0),
+        listen=_flag(env, "A2AC_LISTEN", True),
     )
