@@ -284,3 +284,15 @@ async def test_redirects_from_an_agent_are_not_followed(
     r = await client.call("POST", f"/v1/a2a/{agent}/messages", {"text": "hi"})
     assert_problem(r, 502)
     assert elsewhere.received == []
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_every_outbound_call_refuses_a_stored_literal_guarded_address(
+    client: Client, db: asyncpg.Connection, streaming: bool
+) -> None:
+    agent = await register(client, "http://127.0.0.1:9/", capabilities={"streaming": streaming})
+    # 0.0.0.0 is refused yet would only ever reach this machine, were the guard missing.
+    await db.execute("UPDATE a2a_agents SET endpoint_url = 'http://0.0.0.0:9/'")
+    headers = {"Accept": "text/event-stream"} if streaming else {}
+    r = await client.call("POST", f"/v1/a2a/{agent}/messages", {"text": "hi"}, headers=headers)
+    assert assert_problem(r, 502)["type"].endswith(":agent-address-refused")
