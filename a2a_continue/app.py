@@ -19,6 +19,7 @@ from a2a_continue.auth import PermissionMiddleware
 from a2a_continue.claims import sweeping_claims
 from a2a_continue.db import QueryLogger, create_pool
 from a2a_continue.errors import AppError, problem_response
+from a2a_continue.facade import handlers as facade
 from a2a_continue.gateway import Gateway
 from a2a_continue.isolation import agent_session
 from a2a_continue.live.hub import Hub
@@ -30,6 +31,7 @@ from a2a_continue.settings import Settings, check_jwt_secret
 log = logging.getLogger(__name__)
 
 TASK = "/v1/a2a/{agent_id:uuid}/tasks/{task_id:task_id}"
+FACADE = "/a2a/{agent_id:uuid}"
 
 ROUTES = [
     Route("/healthz", h.healthz, methods=["GET"]),
@@ -45,6 +47,8 @@ ROUTES = [
     Route(TASK + "/events", h.list_events, methods=["GET"]),
     Route(TASK + "/messages", h.continue_task, methods=["POST"]),
     Route(TASK + "/cancel", h.cancel_task, methods=["POST"]),
+    Route(FACADE + "/.well-known/agent-card.json", facade.agent_card, methods=["GET"]),
+    Route(FACADE, facade.agent_rpc, methods=["POST"]),
 ]
 
 
