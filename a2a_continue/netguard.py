@@ -24,6 +24,9 @@ LIMITED_BROADCAST = ipaddress.IPv4Address("255.255.255.255")
 _IPV4_LIKE = re.compile(r"(0x[0-9a-f]+|[0-9]+)(\.(0x[0-9a-f]+|[0-9]+)){0,3}\.?", re.IGNORECASE)
 
 
+_SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f]")
+
+
 class AddressRefused(aiohttp.ClientOSError):
     """An agent's address is one the gateway never connects to (an aiohttp client error, so
     every outbound call reports it as a failed call to the agent)."""
@@ -73,7 +76,13 @@ def _bad_url(msg: str) -> Invalid:
 
 def normalize_endpoint_url(url: str, networks: Sequence[Network] = ()) -> str:
     """Check an agent endpoint URL and return it with its scheme in lower case; 422 otherwise."""
-    parts = urlsplit(url)
+    if _SPACE_OR_CONTROL.search(url):
+        raise _bad_url("must not contain spaces or control characters")
+    try:
+        parts = urlsplit(url)
+        parts.hostname  # noqa: B018  (a bracketed host that is no address raises here)
+    except ValueError as exc:
+        raise _bad_url(f"is not a valid URL ({exc})") from None
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https") or not parts.hostname:
         raise _bad_url("must be an absolute http(s) URL")
@@ -95,7 +104,10 @@ def normalize_endpoint_url(url: str, networks: Sequence[Network] = ()) -> str:
 
 def check_call_url(url: str, networks: Sequence[Network] = ()) -> None:
     """Refuse, at call time, a URL whose host is a literal address the gateway must avoid."""
-    host = urlsplit(url).hostname
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return  # not a URL aiohttp can call either; it fails the call on its own
     address = literal_address(host) if host else None
     problem = address_problem(address, networks) if address is not None else None
     if problem is not None:

@@ -55,7 +55,9 @@ def shaped(fields: dict[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[Any]:
 
 
 hosts = st.one_of(
-    st.sampled_from(["127.0.0.1", "169.254.169.254", "2852039166", "[fe80::1]", "0", "[::1]"]),
+    st.sampled_from(
+        ["127.0.0.1", "169.254.169.254", "2852039166", "[fe80::1]", "0", "[::1]", "[::1", "[zz]"]
+    ),
     nasty_text,
 )
 urls = st.builds(

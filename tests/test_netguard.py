@@ -99,6 +99,20 @@ async def test_port_outside_1_to_65535_is_422(
     assert await db.fetchval("SELECT endpoint_url FROM a2a_agents") == "http://127.0.0.1:9/"
 
 
+@pytest.mark.parametrize(
+    "url", ["http://[::1", "http://[zz]/", "http://a b/", "http://x/\t", "http://[::1]:99999/"]
+)
+async def test_urls_that_do_not_parse_are_422_on_registration_and_patch(
+    client: Client, db: asyncpg.Connection, url: str
+) -> None:
+    r = await client.call("POST", "/v1/a2a/agents", agent_body(url))
+    assert_problem(r, 422)
+    agent = await register(client, "http://127.0.0.1:9/")
+    r = await client.call("PATCH", f"/v1/a2a/agents/{agent}", {"endpointUrl": url})
+    assert_problem(r, 422)
+    assert await db.fetchval("SELECT endpoint_url FROM a2a_agents") == "http://127.0.0.1:9/"
+
+
 # ---- refused addresses at registration ----------------------------------------------------
 
 
