@@ -28,10 +28,17 @@ async def ask_agent(gw: Gateway, target: AgentTarget, task_id: str) -> Update:
     """Ask the agent for the task now: its snapshot, or the JSON-RPC error it answered.
 
     An agent that cannot be reached, answers late or answers something else raises the
-    502/504 errors of a call.
+    502/504 errors of a call; one with all its call slots taken, AgentBusy (503).
     """
     payload = get_task_request(target.protocol_version, task_id)
-    reply = await post_rpc(gw.session, target, payload, gw.settings.max_agent_response_bytes)
+    with gw.slots.slot(target.agent_id or target.endpoint_url):
+        reply = await post_rpc(
+            gw.session,
+            target,
+            payload,
+            gw.settings.max_agent_response_bytes,
+            gw.settings.agent_networks,
+        )
     try:
         return parse_frame(reply.body)
     except protocol.ProtocolError as exc:

@@ -33,6 +33,7 @@ from a2a_continue.errors import (
     NotFound,
 )
 from a2a_continue.gateway import DB_DOWN, Gateway
+from a2a_continue.isolation import AgentBusy
 from a2a_continue.live import leases
 from a2a_continue.live.snapshots import TASK_NOT_FOUND, ask_agent, status_mark
 from a2a_continue.live.updates import ERROR, MESSAGE, TASK, Update, parse_frame, record_update
@@ -242,7 +243,9 @@ class Watcher:
 
         The agent may refuse the subscription (a JSON-RPC error: some 0.3 agents answer -32001
         for a task that exists but is not running), fail, or close the stream before the task
-        settles; the watch then polls.
+        settles; the watch then polls. A subscription takes none of the agent's call slots
+        (``A2AC_AGENT_CONCURRENCY``): it is mostly idle, bounded by the watcher's own
+        concurrency, and must not starve callers; each poll takes one, like any call.
         """
         target = watch.target
         payload = protocol.build_subscribe_request(
@@ -287,7 +290,7 @@ class Watcher:
         """Ask once; None when the task settled, else whether the agent reported a change."""
         try:
             update = await ask_agent(self.gw, watch.target, watch.task_id)
-        except (AgentTimeout, AgentUnreachable, AgentBadAnswer) as error:
+        except (AgentTimeout, AgentUnreachable, AgentBadAnswer, AgentBusy) as error:
             log.warning("watch of task %s: %s", watch.task_id, error.detail)
             return False
         if update.kind == ERROR and update.error_code == TASK_NOT_FOUND:
