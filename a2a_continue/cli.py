@@ -15,6 +15,7 @@ import uvicorn
 
 from a2a_continue.auth import mint_token
 from a2a_continue.db import migrate_url
+from a2a_continue.embedded import EmbeddedUnavailable
 from a2a_continue.secrets import EncryptionKeyError, decode_key, load_or_create_secrets
 from a2a_continue.settings import Settings, SettingsError, load_settings
 
@@ -127,6 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     except (SettingsError, EncryptionKeyError) as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
+    try:
+        return _run(args, settings)
+    except EmbeddedUnavailable as exc:
+        server = "" if args.command == "demo" else " (or set A2AC_DATABASE_URL to a server)"
+        print(f"error: {exc}{server}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "serve":
         overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v}
         return serve(msgspec.structs.replace(settings, **overrides))
