@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint demo bench clean
+.PHONY: run test lint demo bench compose-smoke clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -26,6 +26,9 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/continue_bench.py
+
+compose-smoke:
+	bash scripts/compose_smoke.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
