@@ -373,7 +373,7 @@ compose 60 ps --format '{{.Service}} {{.State}} {{.Status}}'
 
 step "token"
 TOKEN=$(compose 300 run -T --rm --no-deps gateway \
-  a2a-continue token --sub you@example.com 2> "$RUN/token.err" | tail -n 1) ||
+  a2a-continue token --sub you@example.com 2> "$RUN/token.err") ||
   { cat "$RUN/token.err"; fail "the token command failed"; }
 [[ $TOKEN =~ ^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$ ]] || fail "not a token: '$TOKEN'"
 
@@ -423,6 +423,13 @@ api GET "/v1/a2a/$AGENT/tasks/$OTHER/events?after=0&limit=50"
 expect 200
 [ "$(jget 'd["events"][-1]["type"]')" = task_canceled ] || fail "no task_canceled event"
 echo "task $OTHER canceled"
+
+step "docker compose logs gateway"
+compose 60 logs --no-color gateway > "$RUN/gateway.log" 2>&1 || fail "compose logs failed"
+grep -q 'applied migration 0001_init' "$RUN/gateway.log" ||
+  { tail -20 "$RUN/gateway.log"; fail "the gateway's log shows no migration at start"; }
+grep -q "GET /v1/a2a/$AGENT/tasks/$OTHER/events" "$RUN/gateway.log" ||
+  { tail -20 "$RUN/gateway.log"; fail "the gateway's log misses the requests"; }
 
 if [ "$KEEP" != 1 ]; then
   step "docker compose down --volumes"
