@@ -82,6 +82,9 @@ stop_daemon() {
   local containerd_pid
   containerd_pid=$(cat "$DOCKER_STATE/exec/containerd/containerd.pid" 2>/dev/null || true)
   [ -z "$containerd_pid" ] || stop_pid "$containerd_pid" 20
+  # What the daemon leaves mounted in its state (its network namespace handle).
+  awk -v state="$DOCKER_STATE/" 'index($2, state) == 1 { print $2 }' /proc/mounts |
+    sort -r | while read -r mount; do umount "$mount" 2> /dev/null || true; done
   DAEMON_PID=""
 }
 
