@@ -38,6 +38,7 @@ DAEMON_PID=""
 STACK_UP=""
 APT_UPDATED=""
 COMPOSE=()
+BUILDERS=()
 
 step() {
   STEP=$1
@@ -116,6 +117,12 @@ on_exit() {
         { cat "$RUN/down.log"; echo "compose-smoke: compose down failed" >&2; }
     fi
   fi
+  # Base image builds still running (when interrupted): their debootstrap, then them.
+  for pid in "${BUILDERS[@]}"; do
+    pkill -TERM -P "$pid" 2> /dev/null
+    kill -TERM "$pid" 2> /dev/null
+    wait "$pid" 2> /dev/null
+  done
   # Dangling images of earlier builds take room in the private daemon's vfs store.
   [ -z "$DAEMON_PID" ] || timeout 60 docker image prune --force > /dev/null 2>&1
   stop_daemon
@@ -326,15 +333,15 @@ else
   command -v debootstrap > /dev/null || apt_install debootstrap
   MIRROR=$(debian_mirror)
   echo "building ${wanted[*]} from Debian $SUITE packages ($MIRROR)"
-  pids=()
   for base in "${wanted[@]}"; do
     "build_${base}_base" > "$RUN/$base-base.log" 2>&1 &
-    pids+=($!)
+    BUILDERS+=($!)
   done
   for i in "${!wanted[@]}"; do
-    wait "${pids[$i]}" ||
+    wait "${BUILDERS[$i]}" ||
       { tail -20 "$RUN/${wanted[$i]}-base.log"; fail "building the ${wanted[$i]} base image failed"; }
   done
+  BUILDERS=()
   docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep '^a2ac-smoke/'
 fi
 
