@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
-from urllib.parse import urlsplit
+from collections.abc import Mapping, Sequence
 
 import msgspec
 from msgspec import UNSET
@@ -13,12 +12,14 @@ from a2a_continue.auth import AGENT_VISIBLE, Caller
 from a2a_continue.db import Conn, Record
 from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import Forbidden, Invalid, NotFound
+from a2a_continue.limits import check_agent_auth
 from a2a_continue.models import AgentAuth, AgentCreate, AgentList, AgentOut, AgentPatch
+from a2a_continue.netguard import Network, normalize_endpoint_url
 from a2a_continue.pagination import cursor_param, encode_cursor, limit_param
 from a2a_continue.secrets import Sealer
 
 AGENT_COLUMNS = """a.id, a.name, a.endpoint_url, a.protocol_version, a.visibility, a.team_id,
-    a.owner, a.auth_type, a.timeout_seconds, a.created_at, a.updated_at"""
+    a.owner, a.auth_type, a.timeout_seconds, a.created_at, a.updated_at, a.capabilities"""
 
 
 def agent_out(row: Record) -> AgentOut:
@@ -35,17 +36,8 @@ def agent_out(row: Record) -> AgentOut:
         timeout_seconds=row["timeout_seconds"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        capabilities=row["capabilities"],
     )
-
-
-def check_endpoint_url(url: str) -> None:
-    """Accept only an absolute http(s) URL without credentials in it."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise Invalid([{"loc": "$.endpointUrl", "msg": "must be an absolute http(s) URL"}])
-    if parts.username or parts.password:
-        msg = "must not carry credentials; put them in 'auth'"
-        raise Invalid([{"loc": "$.endpointUrl", "msg": msg}])
 
 
 def check_team(caller: Caller, visibility: str, team_id: str | None) -> None:
@@ -68,6 +60,12 @@ def seal_auth(sealer: Sealer, auth: AgentAuth | None, agent_id: uuid.UUID) -> by
     return sealer.seal(msgspec.to_builtins(auth), agent_id.bytes)
 
 
+def streams(row: Record) -> bool:
+    """Tell whether the agent of a row (with its ``capabilities``) answers with a stream."""
+    capabilities = row["capabilities"]
+    return isinstance(capabilities, dict) and capabilities.get("streaming") is True
+
+
 def target_of(row: Record, sealer: Sealer, default_timeout: float) -> AgentTarget:
     """Build the downstream target of an agent row (opening its credentials)."""
     sealed = row["auth_sealed"]
@@ -77,24 +75,32 @@ def target_of(row: Record, sealer: Sealer, default_timeout: float) -> AgentTarge
         protocol_version=row["protocol_version"],
         timeout_s=row["timeout_seconds"] or default_timeout,
         auth=auth if isinstance(auth, dict) else None,
+        agent_id=row["agent_id"],
     )
 
 
-async def create_agent(conn: Conn, caller: Caller, body: AgentCreate, sealer: Sealer) -> AgentOut:
+async def create_agent(
+    conn: Conn,
+    caller: Caller,
+    body: AgentCreate,
+    sealer: Sealer,
+    networks: Sequence[Network] = (),
+) -> AgentOut:
     """Register an agent owned by the caller."""
-    check_endpoint_url(body.endpoint_url)
+    endpoint_url = normalize_endpoint_url(body.endpoint_url, networks)
+    check_agent_auth(body.auth)
     check_team(caller, body.visibility, body.team_id)
     agent_id = uuid.uuid4()
     row = await conn.fetchrow(
         f"""
         INSERT INTO a2a_agents AS a (id, name, endpoint_url, protocol_version, visibility,
-            team_id, owner, auth_type, auth_sealed, timeout_seconds)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+            team_id, owner, auth_type, auth_sealed, timeout_seconds, capabilities)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
         RETURNING {AGENT_COLUMNS}
         """,
         agent_id,
         body.name,
-        body.endpoint_url,
+        endpoint_url,
         body.protocol_version,
         body.visibility,
         body.team_id,
@@ -102,6 +108,7 @@ async def create_agent(conn: Conn, caller: Caller, body: AgentCreate, sealer: Se
         auth_type(body.auth),
         seal_auth(sealer, body.auth, agent_id),
         body.timeout_seconds,
+        msgspec.to_builtins(body.capabilities),
     )
     assert row is not None
     return agent_out(row)
@@ -165,14 +172,18 @@ async def update_agent(
     agent_id: uuid.UUID,
     patch: AgentPatch,
     sealer: Sealer,
+    networks: Sequence[Network] = (),
 ) -> AgentOut:
     """Apply a partial update by the owner or an admin."""
     async with conn.transaction():
         row = await _owned_agent_row(conn, caller, agent_id)
         values = {f: getattr(patch, f) for f in patch.__struct_fields__}
         merged = {k: (row[k] if v is UNSET else v) for k, v in values.items() if k != "auth"}
+        merged["capabilities"] = msgspec.to_builtins(merged["capabilities"])
         if patch.endpoint_url is not UNSET:
-            check_endpoint_url(patch.endpoint_url)
+            merged["endpoint_url"] = normalize_endpoint_url(patch.endpoint_url, networks)
+        if isinstance(patch.auth, AgentAuth):
+            check_agent_auth(patch.auth)
         if patch.team_id is not UNSET or patch.visibility is not UNSET:
             check_team(caller, merged["visibility"], merged["team_id"])
         auth_changed = patch.auth is not UNSET
@@ -183,7 +194,7 @@ async def update_agent(
                 visibility = $5, team_id = $6, timeout_seconds = $7,
                 auth_type = CASE WHEN $8 THEN $9 ELSE a.auth_type END,
                 auth_sealed = CASE WHEN $8 THEN $10 ELSE a.auth_sealed END,
-                updated_at = now()
+                capabilities = $11, updated_at = now()
             WHERE a.id = $1
             RETURNING {AGENT_COLUMNS}
             """,
@@ -197,6 +208,7 @@ async def update_agent(
             auth_changed,
             auth_type(new_auth),
             seal_auth(sealer, new_auth, agent_id),
+            merged["capabilities"],
         )
     assert updated is not None
     return agent_out(updated)

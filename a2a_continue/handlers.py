@@ -12,6 +12,8 @@ from a2a_continue import agents, continuation, invoke, tasks
 from a2a_continue.auth import Caller
 from a2a_continue.errors import PayloadTooLarge
 from a2a_continue.gateway import Gateway
+from a2a_continue.limits import body_deadline
+from a2a_continue.live import relay, sse
 from a2a_continue.models import (
     AgentCreate,
     AgentPatch,
@@ -42,18 +44,21 @@ def _agent_id(request: Request) -> uuid.UUID:
 
 
 async def read_body(request: Request) -> bytes:
-    """Read the body, refusing it with 413 once it exceeds the configured size."""
-    limit = _gateway(request).settings.max_body_bytes
+    """Read the body, refusing it with 413 once it exceeds the configured size, and with
+    408 when it has not fully arrived within ``body_timeout_s``."""
+    settings = _gateway(request).settings
+    limit = settings.max_body_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"the body is larger than {limit} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"the body is larger than {limit} bytes")
-        chunks.append(chunk)
+    async with body_deadline(settings.body_timeout_s):
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLarge(f"the body is larger than {limit} bytes")
+            chunks.append(chunk)
     return b"".join(chunks)
 
 
@@ -85,7 +90,9 @@ async def create_agent(request: Request) -> Response:
     body = decode_body(await read_body(request), AgentCreate)
     gw = _gateway(request)
     async with gw.connection() as conn:
-        agent = await agents.create_agent(conn, _caller(request), body, gw.sealer)
+        agent = await agents.create_agent(
+            conn, _caller(request), body, gw.sealer, gw.settings.agent_networks
+        )
     return json_response(agent, status=201)
 
 
@@ -109,7 +116,7 @@ async def update_agent(request: Request) -> Response:
     gw = _gateway(request)
     async with gw.connection() as conn:
         agent = await agents.update_agent(
-            conn, _caller(request), _agent_id(request), patch, gw.sealer
+            conn, _caller(request), _agent_id(request), patch, gw.sealer, gw.settings.agent_networks
         )
     return json_response(agent)
 
@@ -124,7 +131,10 @@ async def delete_agent(request: Request) -> Response:
 async def start_task(request: Request) -> Response:
     """Send a first message to an agent."""
     body = decode_body(await read_body(request), StartBody)
-    result = await invoke.start_task(_gateway(request), _caller(request), _agent_id(request), body)
+    gw, caller, agent_id = _gateway(request), _caller(request), _agent_id(request)
+    if sse.wants_stream(request):
+        return await sse.relay_response(gw, lambda: relay.stream_start(gw, caller, agent_id, body))
+    result = await invoke.start_task(gw, caller, agent_id, body)
     return forwarded(result)
 
 
@@ -147,7 +157,15 @@ async def get_task(request: Request) -> Response:
 
 
 async def list_events(request: Request) -> Response:
-    """List a task's events after a sequence number."""
+    """List a task's events after a sequence number (or stream them, live)."""
+    if sse.wants_stream(request):
+        return await sse.event_stream_response(
+            request,
+            _gateway(request),
+            _caller(request),
+            _agent_id(request),
+            request.path_params["task_id"],
+        )
     async with _gateway(request).connection() as conn:
         page = await tasks.list_events(
             conn,
@@ -162,13 +180,13 @@ async def list_events(request: Request) -> Response:
 async def continue_task(request: Request) -> Response:
     """Send a follow-up message to a task."""
     body = decode_body(await read_body(request), ContinueBody)
-    result = await continuation.continue_task(
-        _gateway(request),
-        _caller(request),
-        _agent_id(request),
-        request.path_params["task_id"],
-        body,
-    )
+    gw, caller, agent_id = _gateway(request), _caller(request), _agent_id(request)
+    task_id = request.path_params["task_id"]
+    if sse.wants_stream(request):
+        return await sse.relay_response(
+            gw, lambda: relay.stream_follow_up(gw, caller, agent_id, task_id, body)
+        )
+    result = await continuation.continue_task(gw, caller, agent_id, task_id, body)
     return forwarded(result)
 
 

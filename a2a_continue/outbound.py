@@ -59,8 +59,10 @@ def outgoing_message(
     )
 
 
-def send_payload(body: ContinueBody, version: str, message: dict[str, Any]) -> dict[str, Any]:
-    """Wrap the message in the version's send request."""
+def send_payload(
+    body: ContinueBody, version: str, message: dict[str, Any], *, streaming: bool = False
+) -> dict[str, Any]:
+    """Wrap the message in the version's send request (its streaming one when asked)."""
     config = None
     if body.configuration is not None:
         config = {
@@ -68,7 +70,7 @@ def send_payload(body: ContinueBody, version: str, message: dict[str, Any]) -> d
             "acceptedOutputModes": body.configuration.accepted_output_modes,
         }
     return protocol.build_send_request(
-        version, protocol.new_rpc_id(), message, config, body.metadata
+        version, protocol.new_rpc_id(), message, config, body.metadata, streaming=streaming
     )
 
 
@@ -76,7 +78,14 @@ async def exchange(
     gw: Gateway, target: AgentTarget, payload: dict[str, Any]
 ) -> tuple[AgentReply, protocol.AgentAnswer]:
     """POST the payload to the agent and parse its answer; an unusable one is a 502."""
-    reply = await post_rpc(gw.session, target, payload, gw.settings.max_agent_response_bytes)
+    with gw.slots.slot(target.agent_id or target.endpoint_url):
+        reply = await post_rpc(
+            gw.session,
+            target,
+            payload,
+            gw.settings.max_agent_response_bytes,
+            gw.settings.agent_networks,
+        )
     try:
         return reply, protocol.parse_answer(target.protocol_version, reply.body)
     except protocol.ProtocolError as exc:

@@ -6,6 +6,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from a2a_continue.limits import MAX_ID_CHARS, scrub
+
 JSON = dict[str, Any]
 
 CANONICAL_STATES: tuple[str, ...] = (
@@ -27,7 +29,9 @@ USER_ROLES = frozenset({"user", "ROLE_USER"})
 _STATE_PREFIX = "task-state-"
 _STATE_ALIASES = {"cancelled": "canceled"}
 _SEND_METHODS = {"0.3": "message/send", "1.0": "SendMessage"}
+_STREAM_METHODS = {"0.3": "message/stream", "1.0": "SendStreamingMessage"}
 _CANCEL_METHODS = {"0.3": "tasks/cancel", "1.0": "CancelTask"}
+_SUBSCRIBE_METHODS = {"0.3": "tasks/resubscribe", "1.0": "SubscribeToTask"}
 _V10_CONTENT_FIELDS = ("text", "raw", "url", "data")
 
 
@@ -184,21 +188,30 @@ def build_send_request(
     message: JSON,
     configuration: JSON | None = None,
     metadata: JSON | None = None,
+    *,
+    streaming: bool = False,
 ) -> JSON:
-    """Build the JSON-RPC request that sends a message to an agent."""
+    """Build the JSON-RPC request that sends a message to an agent (or asks for a stream)."""
     params: JSON = {"message": message}
     config = {key: value for key, value in (configuration or {}).items() if value is not None}
     if config:
         params["configuration"] = config
     if metadata is not None:
         params["metadata"] = metadata
-    method = _SEND_METHODS[_check_version(version)]
+    methods = _STREAM_METHODS if streaming else _SEND_METHODS
+    method = methods[_check_version(version)]
     return {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}
 
 
 def build_cancel_request(version: str, rpc_id: str, task_id: str) -> JSON:
     """Build the JSON-RPC request that asks an agent to cancel a task."""
     method = _CANCEL_METHODS[_check_version(version)]
+    return {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": {"id": task_id}}
+
+
+def build_subscribe_request(version: str, rpc_id: str, task_id: str) -> JSON:
+    """Build the JSON-RPC request that subscribes to a running task's stream."""
+    method = _SUBSCRIBE_METHODS[_check_version(version)]
     return {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": {"id": task_id}}
 
 
@@ -230,6 +243,19 @@ class ProtocolError(ValueError):
     """The agent's body is not a JSON-RPC answer the gateway understands."""
 
 
+def storable_id(name: str, value: str) -> str:
+    """Check an agent-chosen id fits the store (a task id 1-500 characters, a context id at
+    most 500) and return the copy to store: U+0000 becomes U+FFFD."""
+    low = 0 if name == "contextId" else 1
+    if not low <= len(value) <= MAX_ID_CHARS:
+        raise ProtocolError(
+            f"the task's {name!r} has {len(value)} characters; the gateway stores {low} to "
+            f"{MAX_ID_CHARS}"
+        )
+    stored: str = scrub(value)
+    return stored
+
+
 def _parse_task(raw: object) -> AgentAnswer:
     if not isinstance(raw, dict):
         raise ProtocolError("the task in the answer is not an object")
@@ -244,9 +270,10 @@ def _parse_task(raw: object) -> AgentAnswer:
         raise ProtocolError(f"task {task_id!r} has a non-string 'contextId'")
     status_message = status.get("message")
     artifacts = raw.get("artifacts")
+    # Stored copies hold no U+0000 (PostgreSQL text cannot); the caller gets the raw bytes.
     task = AgentTask(
-        id=task_id,
-        context_id=context_id,
+        id=storable_id("id", task_id),
+        context_id=None if context_id is None else storable_id("contextId", context_id),
         state=canonical_state(status.get("state")),
         status_message=status_message if isinstance(status_message, dict) else None,
         artifacts=[a for a in artifacts if isinstance(a, dict)]
