@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
@@ -13,12 +14,21 @@ from a2a_continue.auth import AGENT_VISIBLE, Caller
 from a2a_continue.db import Conn, Record
 from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import Forbidden, Invalid, NotFound
-from a2a_continue.models import AgentAuth, AgentCreate, AgentList, AgentOut, AgentPatch
+from a2a_continue.models import (
+    AgentAuth,
+    AgentCreate,
+    AgentList,
+    AgentOut,
+    AgentPatch,
+    Capabilities,
+)
 from a2a_continue.pagination import cursor_param, encode_cursor, limit_param
 from a2a_continue.secrets import Sealer
 
+JSON = dict[str, Any]
+
 AGENT_COLUMNS = """a.id, a.name, a.endpoint_url, a.protocol_version, a.visibility, a.team_id,
-    a.owner, a.auth_type, a.timeout_seconds, a.created_at, a.updated_at"""
+    a.owner, a.auth_type, a.timeout_seconds, a.created_at, a.updated_at, a.capabilities, a.card"""
 
 
 def agent_out(row: Record) -> AgentOut:
@@ -35,6 +45,8 @@ def agent_out(row: Record) -> AgentOut:
         timeout_seconds=row["timeout_seconds"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        capabilities=msgspec.convert(row["capabilities"], Capabilities),
+        card=row["card"],
     )
 
 
@@ -80,16 +92,19 @@ def target_of(row: Record, sealer: Sealer, default_timeout: float) -> AgentTarge
     )
 
 
-async def create_agent(conn: Conn, caller: Caller, body: AgentCreate, sealer: Sealer) -> AgentOut:
-    """Register an agent owned by the caller."""
+async def create_agent(
+    conn: Conn, caller: Caller, body: AgentCreate, sealer: Sealer, card: JSON | None = None
+) -> AgentOut:
+    """Register an agent owned by the caller (``body`` complete; ``card`` when it had one)."""
+    assert body.name is not None and body.endpoint_url is not None
     check_endpoint_url(body.endpoint_url)
     check_team(caller, body.visibility, body.team_id)
     agent_id = uuid.uuid4()
     row = await conn.fetchrow(
         f"""
         INSERT INTO a2a_agents AS a (id, name, endpoint_url, protocol_version, visibility,
-            team_id, owner, auth_type, auth_sealed, timeout_seconds)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+            team_id, owner, auth_type, auth_sealed, timeout_seconds, capabilities, card)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
         RETURNING {AGENT_COLUMNS}
         """,
         agent_id,
@@ -102,6 +117,8 @@ async def create_agent(conn: Conn, caller: Caller, body: AgentCreate, sealer: Se
         auth_type(body.auth),
         seal_auth(sealer, body.auth, agent_id),
         body.timeout_seconds,
+        body.capabilities or Capabilities(),
+        card,
     )
     assert row is not None
     return agent_out(row)
@@ -165,11 +182,13 @@ async def update_agent(
     agent_id: uuid.UUID,
     patch: AgentPatch,
     sealer: Sealer,
+    card: JSON | None = None,
 ) -> AgentOut:
-    """Apply a partial update by the owner or an admin."""
+    """Apply a partial update by the owner or an admin (``card``: the refetched card)."""
     async with conn.transaction():
         row = await _owned_agent_row(conn, caller, agent_id)
         values = {f: getattr(patch, f) for f in patch.__struct_fields__}
+        values.pop("card_url")
         merged = {k: (row[k] if v is UNSET else v) for k, v in values.items() if k != "auth"}
         if patch.endpoint_url is not UNSET:
             check_endpoint_url(patch.endpoint_url)
@@ -183,6 +202,8 @@ async def update_agent(
                 visibility = $5, team_id = $6, timeout_seconds = $7,
                 auth_type = CASE WHEN $8 THEN $9 ELSE a.auth_type END,
                 auth_sealed = CASE WHEN $8 THEN $10 ELSE a.auth_sealed END,
+                capabilities = $11,
+                card = CASE WHEN $12 THEN $13 ELSE a.card END,
                 updated_at = now()
             WHERE a.id = $1
             RETURNING {AGENT_COLUMNS}
@@ -197,6 +218,10 @@ async def update_agent(
             auth_changed,
             auth_type(new_auth),
             seal_auth(sealer, new_auth, agent_id),
+            merged["capabilities"],
+            # A card describes one endpoint: a new one by hand leaves no card.
+            card is not None or merged["endpoint_url"] != row["endpoint_url"],
+            card,
         )
     assert updated is not None
     return agent_out(updated)

@@ -42,14 +42,25 @@ class HeadersAuth(Base, tag_field="type", tag="headers"):
 AgentAuth = BearerAuth | BasicAuth | HeadersAuth
 
 
+class Capabilities(Base):
+    """What an agent can do beyond a blocking send (from its card, or given by hand)."""
+
+    streaming: bool = False
+    push_notifications: bool = False
+
+
 class AgentCreate(Base):
-    name: Name
-    endpoint_url: str
-    protocol_version: ProtocolVersion
+    """A registration: ``endpointUrl`` + ``protocolVersion`` (+ ``name``), or ``cardUrl``."""
+
+    name: Name | None = None
+    endpoint_url: str | None = None
+    protocol_version: ProtocolVersion | None = None
+    card_url: str | None = None
     visibility: Visibility = "private"
     team_id: str | None = None
     auth: AgentAuth | None = None
     timeout_seconds: Timeout | None = None
+    capabilities: Capabilities | None = None
 
 
 class AgentPatch(Base):
@@ -60,6 +71,8 @@ class AgentPatch(Base):
     team_id: str | UnsetType | None = UNSET
     auth: AgentAuth | UnsetType | None = UNSET
     timeout_seconds: Timeout | UnsetType | None = UNSET
+    card_url: str | UnsetType = UNSET
+    capabilities: Capabilities | UnsetType = UNSET
 
 
 class AgentOut(Out):
@@ -74,6 +87,8 @@ class AgentOut(Out):
     timeout_seconds: float | None
     created_at: dt.datetime
     updated_at: dt.datetime
+    capabilities: Capabilities
+    card: dict[str, Any] | None
 
 
 class AgentList(Out):

@@ -35,6 +35,8 @@ AGENT_KEYS = {
     "timeoutSeconds",
     "createdAt",
     "updatedAt",
+    "capabilities",
+    "card",
 }
 
 
