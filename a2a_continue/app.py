@@ -22,6 +22,7 @@ from a2a_continue.errors import AppError, problem_response
 from a2a_continue.gateway import Gateway
 from a2a_continue.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings
+from a2a_continue.tokens import TokenVerifier
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +72,8 @@ def create_app(
     """Build the gateway for ``settings`` (``routes`` and ``on_query`` serve the tests)."""
     if not settings.database_url:
         raise ValueError("create_app needs settings.database_url")
-    if not settings.jwt_secret:
-        raise ValueError("A2AC_JWT_SECRET is not set")
+    if not (settings.jwt_secret or settings.jwks_url):
+        raise ValueError("neither A2AC_JWT_SECRET nor A2AC_JWKS_URL is set")
     sealer = Sealer(decode_key(settings.encryption_key))
     database_url = settings.database_url
     routes = ROUTES if routes is None else routes
@@ -91,7 +92,9 @@ def create_app(
 
     return Starlette(
         routes=routes,
-        middleware=[Middleware(PermissionMiddleware, routes=routes, secret=settings.jwt_secret)],
+        middleware=[
+            Middleware(PermissionMiddleware, routes=routes, tokens=TokenVerifier(settings))
+        ],
         exception_handlers={
             AppError: on_app_error,
             HTTPException: on_http_error,

@@ -55,8 +55,11 @@ def serve(settings: Settings) -> int:
     embedded = not settings.database_url
     if embedded:
         settings, _generated = with_generated_secrets(settings)
-    elif not (settings.jwt_secret and settings.encryption_key):
-        print("A2AC_JWT_SECRET and A2AC_ENCRYPTION_KEY must be set", file=sys.stderr)
+    elif not ((settings.jwt_secret or settings.jwks_url) and settings.encryption_key):
+        print(
+            "A2AC_ENCRYPTION_KEY and A2AC_JWT_SECRET (or A2AC_JWKS_URL) must be set",
+            file=sys.stderr,
+        )
         return 2
     with database(settings) as ready:
         assert ready.database_url
