@@ -16,6 +16,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from a2a_continue import handlers as h
+from a2a_continue import openapi
 from a2a_continue.auth import PermissionMiddleware
 from a2a_continue.db import QueryLogger, create_pool
 from a2a_continue.errors import AppError, problem_response
@@ -42,6 +43,7 @@ ROUTES = [
     Route(TASK + "/events", h.list_events, methods=["GET"]),
     Route(TASK + "/messages", h.continue_task, methods=["POST"]),
     Route(TASK + "/cancel", h.cancel_task, methods=["POST"]),
+    *openapi.ROUTES,
 ]
 
 

@@ -38,7 +38,15 @@ PERMISSIONS: dict[tuple[str, str], str] = {
 }
 
 # Routes that answer without a token.
-PUBLIC: frozenset[tuple[str, str]] = frozenset({("GET", "/healthz"), ("GET", "/readyz")})
+PUBLIC: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("GET", "/healthz"),
+        ("GET", "/readyz"),
+        ("GET", "/openapi.json"),
+        ("GET", "/docs"),
+        ("GET", "/docs/{asset}"),
+    }
+)
 
 
 class Caller(msgspec.Struct, frozen=True, kw_only=True):
