@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test lint demo bench clean
+.PHONY: install run test lint demo bench walkthrough clean
 
 $(RUN_STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -16,6 +16,8 @@ $(DEV_STAMP): $(RUN_STAMP) pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,dev]'
 	touch $(DEV_STAMP)
 
+install: $(RUN_STAMP)
+
 run: $(RUN_STAMP)
 	$(VENV)/bin/a2a-continue serve
 
@@ -23,8 +25,8 @@ test: $(DEV_STAMP)
 	$(PY) -m pytest
 
 lint: $(DEV_STAMP)
-	$(VENV)/bin/ruff check a2a_continue tests bench
-	$(VENV)/bin/ruff format --check a2a_continue tests bench
+	$(VENV)/bin/ruff check a2a_continue tests bench scripts
+	$(VENV)/bin/ruff format --check a2a_continue tests bench scripts
 	$(VENV)/bin/mypy --strict
 
 demo: $(RUN_STAMP)
@@ -32,6 +34,9 @@ demo: $(RUN_STAMP)
 
 bench: $(DEV_STAMP)
 	$(PY) bench/continue_bench.py
+
+walkthrough: $(RUN_STAMP)
+	$(PY) scripts/walkthrough.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

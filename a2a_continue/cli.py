@@ -18,7 +18,13 @@ from a2a_continue.auth import mint_token
 from a2a_continue.db import migrate_url
 from a2a_continue.secrets import EncryptionKeyError, decode_key, load_or_create_secrets
 from a2a_continue.settings import Settings, SettingsError, load_settings
-from a2a_continue.startup import StartupError, check_database, check_port, write_admin_token
+from a2a_continue.startup import (
+    StartupError,
+    check_database,
+    check_port,
+    shown_path,
+    write_admin_token,
+)
 
 ADMIN = "admin@localhost"
 
@@ -80,7 +86,7 @@ def serve(settings: Settings) -> int:
         print(f"a2a-continue serving on {url}", flush=True)
         if embedded:
             token = mint_token(ready.jwt_secret, ADMIN, ["*"], is_admin=True, ttl_s=86400)
-            path = write_admin_token(ready.data_dir, token)
+            path = shown_path(write_admin_token(ready.data_dir, token))
             print(f"admin token (24 h, {ADMIN}) written to {path}", flush=True)
             print(f"try: TOKEN=$(cat {path})", flush=True)
             print(f'     curl -H "Authorization: Bearer $TOKEN" {url}/v1/a2a/agents', flush=True)

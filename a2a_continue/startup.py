@@ -91,3 +91,11 @@ def write_admin_token(data_dir: Path, token: str) -> Path:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(partial)
     return path
+
+
+def shown_path(path: Path) -> str:
+    """``path`` as a user would type it: ``~/…`` when it is under the home directory."""
+    try:
+        return "~/" + str(path.resolve().relative_to(Path.home().resolve()))
+    except ValueError:
+        return str(path)
