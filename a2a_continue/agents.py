@@ -14,14 +14,7 @@ from a2a_continue.auth import AGENT_VISIBLE, Caller
 from a2a_continue.db import Conn, Record
 from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import Forbidden, Invalid, NotFound
-from a2a_continue.models import (
-    AgentAuth,
-    AgentCreate,
-    AgentList,
-    AgentOut,
-    AgentPatch,
-    Capabilities,
-)
+from a2a_continue.models import AgentAuth, AgentCreate, AgentList, AgentOut, AgentPatch
 from a2a_continue.pagination import cursor_param, encode_cursor, limit_param
 from a2a_continue.secrets import Sealer
 
@@ -45,7 +38,7 @@ def agent_out(row: Record) -> AgentOut:
         timeout_seconds=row["timeout_seconds"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
-        capabilities=msgspec.convert(row["capabilities"], Capabilities),
+        capabilities=row["capabilities"],
         card=row["card"],
     )
 
@@ -117,7 +110,7 @@ async def create_agent(
         auth_type(body.auth),
         seal_auth(sealer, body.auth, agent_id),
         body.timeout_seconds,
-        body.capabilities or Capabilities(),
+        msgspec.to_builtins(body.capabilities),
         card,
     )
     assert row is not None
@@ -190,6 +183,7 @@ async def update_agent(
         values = {f: getattr(patch, f) for f in patch.__struct_fields__}
         values.pop("card_url")
         merged = {k: (row[k] if v is UNSET else v) for k, v in values.items() if k != "auth"}
+        merged["capabilities"] = msgspec.to_builtins(merged["capabilities"])
         if patch.endpoint_url is not UNSET:
             check_endpoint_url(patch.endpoint_url)
         if patch.team_id is not UNSET or patch.visibility is not UNSET:
@@ -202,9 +196,8 @@ async def update_agent(
                 visibility = $5, team_id = $6, timeout_seconds = $7,
                 auth_type = CASE WHEN $8 THEN $9 ELSE a.auth_type END,
                 auth_sealed = CASE WHEN $8 THEN $10 ELSE a.auth_sealed END,
-                capabilities = $11,
                 card = CASE WHEN $12 THEN $13 ELSE a.card END,
-                updated_at = now()
+                capabilities = $11, updated_at = now()
             WHERE a.id = $1
             RETURNING {AGENT_COLUMNS}
             """,

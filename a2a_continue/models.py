@@ -43,7 +43,7 @@ AgentAuth = BearerAuth | BasicAuth | HeadersAuth
 
 
 class Capabilities(Base):
-    """What an agent can do beyond a blocking send (from its card, or given by hand)."""
+    """What an agent can do beyond a blocking send (§8.2)."""
 
     streaming: bool = False
     push_notifications: bool = False
@@ -60,7 +60,7 @@ class AgentCreate(Base):
     team_id: str | None = None
     auth: AgentAuth | None = None
     timeout_seconds: Timeout | None = None
-    capabilities: Capabilities | None = None
+    capabilities: Capabilities = msgspec.field(default_factory=Capabilities)
 
 
 class AgentPatch(Base):
@@ -87,8 +87,8 @@ class AgentOut(Out):
     timeout_seconds: float | None
     created_at: dt.datetime
     updated_at: dt.datetime
-    capabilities: Capabilities
-    card: dict[str, Any] | None
+    capabilities: dict[str, Any] = msgspec.field(default_factory=dict)
+    card: dict[str, Any] | None = None
 
 
 class AgentList(Out):
