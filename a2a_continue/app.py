@@ -79,6 +79,7 @@ def create_app(
     sealer = Sealer(decode_key(settings.encryption_key))
     database_url = settings.database_url
     routes = ROUTES if routes is None else routes
+    tokens = TokenVerifier(settings)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -86,6 +87,7 @@ def create_app(
         session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=200, limit_per_host=100)
         )
+        tokens.use_session(session)
         try:
             yield {"gateway": Gateway(settings, pool, session, sealer)}
         finally:
@@ -94,9 +96,7 @@ def create_app(
 
     return Starlette(
         routes=routes,
-        middleware=[
-            Middleware(PermissionMiddleware, routes=routes, tokens=TokenVerifier(settings))
-        ],
+        middleware=[Middleware(PermissionMiddleware, routes=routes, tokens=tokens)],
         exception_handlers={
             AppError: on_app_error,
             HTTPException: on_http_error,

@@ -9,9 +9,12 @@ gateway's own claim names.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import time
 from typing import Any
 
+import aiohttp
 import jwt
 
 from a2a_continue.auth import Caller
@@ -24,6 +27,7 @@ JWKS_ALGORITHMS = ("RS256", "ES256")
 JWKS_TIMEOUT_S = 10.0
 JWKS_LIFESPAN_S = 300.0
 JWKS_COOLDOWN_S = 10.0
+JWKS_MAX_BYTES = 1024 * 1024
 
 
 def _names(value: Any, claim: str, from_idp: bool) -> list[str]:
@@ -35,6 +39,60 @@ def _names(value: Any, claim: str, from_idp: bool) -> list[str]:
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return list(value)
     raise Unauthorized(f"the token is invalid: claim {claim!r} must be a list of strings")
+
+
+class _KeySetClient(jwt.PyJWKClient):
+    """PyJWKClient (key set cache, refresh on an unknown ``kid``) fetching with aiohttp.
+
+    Its lookups run in a worker thread; a fetch is handed back to the event loop, through the
+    app's own session once ``session`` is set.
+    """
+
+    session: aiohttp.ClientSession | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+
+    def fetch_data(self) -> Any:
+        """Fetch the key set on the event loop, wait for it here, and cache it."""
+        assert self.loop is not None
+        future = asyncio.run_coroutine_threadsafe(self._fetch(), self.loop)
+        try:
+            data = future.result(self.timeout + 1)
+        except TimeoutError:
+            future.cancel()
+            raise jwt.PyJWKClientConnectionError("timeout") from None
+        if self.jwk_set_cache is not None:
+            self.jwk_set_cache.put(data)
+        # As PyJWKClient.fetch_data does: a fetch starts the refresh cool-down.
+        self._last_successful_fetch = time.monotonic()
+        return data
+
+    async def _fetch(self) -> dict[str, Any]:
+        """The key set as a JSON object; PyJWKClientConnectionError when it cannot be had."""
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                session = self.session
+                if session is None:  # a verifier used outside an app
+                    session = await stack.enter_async_context(aiohttp.ClientSession())
+                async with (
+                    asyncio.timeout(self.timeout),
+                    session.get(self.uri, headers=self.headers, allow_redirects=False) as answer,
+                ):
+                    if answer.status != 200:
+                        raise jwt.PyJWKClientConnectionError(f"HTTP {answer.status}")
+                    raw = bytearray()
+                    while chunk := await answer.content.read(64 * 1024):
+                        raw += chunk
+                        if len(raw) > JWKS_MAX_BYTES:
+                            raise jwt.PyJWKClientConnectionError("too large")
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise jwt.PyJWKClientConnectionError(type(exc).__name__) from None
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise jwt.PyJWKClientConnectionError("not JSON") from None
+        if not isinstance(data, dict):
+            raise jwt.PyJWKClientConnectionError("not a JSON object")
+        return data
 
 
 class TokenVerifier:
@@ -56,7 +114,7 @@ class TokenVerifier:
             settings.jwt_claims_is_admin,
         )
         self.jwks = (
-            jwt.PyJWKClient(
+            _KeySetClient(
                 settings.jwks_url,
                 lifespan=JWKS_LIFESPAN_S,
                 timeout=JWKS_TIMEOUT_S,
@@ -67,6 +125,11 @@ class TokenVerifier:
         )
         self.cache_size = cache_size
         self._callers: dict[str, Caller] = {}
+
+    def use_session(self, session: aiohttp.ClientSession) -> None:
+        """Fetch the key set through the app's outbound session from now on."""
+        if self.jwks is not None:
+            self.jwks.session = session
 
     async def caller(self, token: str) -> Caller:
         """Return the token's caller; raise Unauthorized for a bad or expired token."""
@@ -98,11 +161,12 @@ class TokenVerifier:
         assert self.jwks is not None
         if not isinstance(kid, str) or not kid:
             raise Unauthorized("the token is invalid: its header names no key ('kid')")
+        self.jwks.loop = asyncio.get_running_loop()
         try:
-            # PyJWKClient fetches with urllib: keep that off the event loop.
+            # PyJWKClient looks keys up synchronously (and fetches when it must): in a thread.
             return await asyncio.to_thread(self.jwks.get_signing_key, kid)
         except jwt.PyJWKClientConnectionError:
-            raise Unauthorized("the token cannot be verified: the key set is unreachable") from None
+            raise Unauthorized("the token cannot be verified: the key set cannot be had") from None
         except (jwt.PyJWKClientError, jwt.PyJWKSetError):
             raise Unauthorized(f"the token is signed with an unknown key {kid!r}") from None
 

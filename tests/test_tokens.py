@@ -282,7 +282,32 @@ async def test_an_unreachable_key_set_is_401(
     idp_keys, _ = keys
     async with gateway(**idp(dead_url() + "jwks.json")) as client:
         detail = refused(await whoami(client, idp_keys.sign("rsa-1")))
-    assert detail == "the token cannot be verified: the key set is unreachable"
+    assert detail == "the token cannot be verified: the key set cannot be had"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        web.Response(status=500),
+        web.Response(text="<html>", content_type="text/html"),
+        web.json_response(["not", "an", "object"]),
+        web.Response(body=b"{" + b" " * (1024 * 1024 + 1) + b"}", content_type="application/json"),
+    ],
+    ids=["500", "html", "list", "too-large"],
+)
+async def test_a_key_set_that_cannot_be_used_is_401(
+    gateway: GatewayFactory, keys: tuple[Keys, str], answer: web.Response
+) -> None:
+    idp_keys, _ = keys
+
+    async def broken(request: web.Request) -> web.Response:
+        return answer
+
+    app = web.Application()
+    app.router.add_get("/jwks.json", broken)
+    async with serve_aiohttp(app) as base, gateway(**idp(base + "/jwks.json")) as client:
+        detail = refused(await whoami(client, idp_keys.sign("rsa-1")))
+    assert detail == "the token cannot be verified: the key set cannot be had"
 
 
 async def test_an_expired_idp_token_is_401(gateway: GatewayFactory, keys: tuple[Keys, str]) -> None:
