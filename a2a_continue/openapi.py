@@ -163,6 +163,19 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ),
 }
 
+# What the handlers check beyond the types, where JSON Schema can say it.
+_ONE_OF_MESSAGE_OR_TEXT = {"oneOf": [{"required": ["message"]}, {"required": ["text"]}]}
+RULES: dict[str, JSON] = {
+    "AgentCreate": {
+        "anyOf": [
+            {"required": ["cardUrl"]},
+            {"required": ["name", "endpointUrl", "protocolVersion"]},
+        ]
+    },
+    "ContinueBody": _ONE_OF_MESSAGE_OR_TEXT,
+    "StartBody": _ONE_OF_MESSAGE_OR_TEXT,
+}
+
 _PARAM = re.compile(r"{([^}:]+)(?::([^}]+))?}")
 
 
@@ -298,6 +311,9 @@ def build_document(routes: Sequence[BaseRoute]) -> JSON:
         wire, ref_template="#/components/schemas/{name}"
     )
     ref = dict(zip(wire, refs, strict=True))
+    for name, rule in RULES.items():
+        if name in components:
+            components[name].update(rule)
     problems = problem_types()
     paths: dict[str, JSON] = {}
     seen: set[str] = set()

@@ -120,6 +120,11 @@ def test_a_body_schema_refuses_what_the_gateway_refuses(document: JSON) -> None:
     assert create.is_valid({"cardUrl": "http://agent.example/"})
     assert not create.is_valid({"nmae": "typo", "endpointUrl": "http://a/"})
     assert not create.is_valid({"name": "x", "protocolVersion": "2.0"})
+    assert not create.is_valid({"name": "x", "endpointUrl": "http://a/"})
+    start = body_validator(document, "POST", "/v1/a2a/{agent_id}/messages")
+    assert start.is_valid({"text": "hi", "teamId": "blue"})
+    assert not start.is_valid({"teamId": "blue"})
+    assert not start.is_valid({"text": "hi", "message": {"parts": [{"text": "hi"}]}})
 
 
 def readme_requests() -> list[tuple[str, str, Any]]:
