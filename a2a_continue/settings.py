@@ -36,6 +36,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     jwt_claims_permissions: str = "permissions"
     jwt_claims_teams: str = "teams"
     jwt_claims_is_admin: str = "is_admin"
+    stream_max_s: float = 3600.0
+    max_streams: int = 1000
+    keepalive_s: float = 15.0
+    stream_poll_s: float = 3.0
+    listen: bool = True
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -66,6 +71,17 @@ def _http_url(env: Mapping[str, str], name: str) -> str:
     return raw
 
 
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if raw == "":
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name} must be true or false, got {env[name]!r}")
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Build the settings from ``env`` (default: the process environment)."""
     env = os.environ if env is None else env
@@ -88,4 +104,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         jwt_claims_permissions=env.get("A2AC_JWT_CLAIMS_PERMISSIONS") or "permissions",
         jwt_claims_teams=env.get("A2AC_JWT_CLAIMS_TEAMS") or "teams",
         jwt_claims_is_admin=env.get("A2AC_JWT_CLAIMS_IS_ADMIN") or "is_admin",
+        stream_max_s=_number(env, "A2AC_STREAM_MAX_S", 3600.0),
+        max_streams=_integer(env, "A2AC_MAX_STREAMS", 1000),
+        keepalive_s=_number(env, "A2AC_KEEPALIVE_S", 15.0),
+        stream_poll_s=_number(env, "A2AC_STREAM_POLL_S", 3.0),
+        listen=_flag(env, "A2AC_LISTEN", True),
     )

@@ -32,10 +32,10 @@ AGENT_KEYS = {
     "teamId",
     "owner",
     "authType",
+    "capabilities",
     "timeoutSeconds",
     "createdAt",
     "updatedAt",
-    "capabilities",
     "card",
 }
 

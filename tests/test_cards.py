@@ -99,6 +99,13 @@ async def test_card_url_of_a_0_3_sdk_agent_registers_its_url(client: Client) -> 
         assert start.headers["A2A-Task-State"] == "input-required"
 
 
+async def test_a_streaming_sdk_agent_is_registered_as_streaming(client: Client) -> None:
+    async with run_sdk_agent(streaming=True, card="1.0") as agent:
+        r = await register_card(client, agent.url)
+    assert r.status == 201, r.raw
+    assert r.json()["capabilities"] == {"streaming": True, "pushNotifications": False}
+
+
 async def test_card_registration_is_returned_on_read_and_list(client: Client) -> None:
     async with run_sdk_agent(card="1.0") as agent:
         registered = (await register_card(client, agent.url)).json()

@@ -69,7 +69,7 @@ def test_sample_agent_serves_a_1_0_card_naming_its_json_rpc_endpoint() -> None:
             "protocolBinding": "JSONRPC",
             "protocolVersion": "1.0",
         }
-        assert card["capabilities"] == {"streaming": False, "pushNotifications": False}
+        assert card["capabilities"] == {"streaming": True, "pushNotifications": False}
         assert "url" not in card
         message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "weather?"}]}
         rpc = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
@@ -84,7 +84,7 @@ def test_sample_agent_protocol_0_3_serves_a_0_3_card() -> None:
         assert card["url"] == endpoint
         assert card["preferredTransport"] == "JSONRPC"
         assert card["protocolVersion"] == "0.3.0"
-        assert card["capabilities"]["streaming"] is False
+        assert card["capabilities"]["streaming"] is True
         assert "supportedInterfaces" not in card
         message = {
             "kind": "message",
@@ -132,7 +132,7 @@ def test_sample_agent_refuses_an_unknown_protocol() -> None:
 
 
 @pytest.mark.parametrize("protocol", ["1.0", "0.3"])
-def test_sample_card_advertises_no_streaming(protocol: str) -> None:
+def test_sample_card_advertises_streaming_and_no_push(protocol: str) -> None:
     card = sample_card("http://agent/", protocol)
-    assert card["capabilities"] == {"streaming": False, "pushNotifications": False}
+    assert card["capabilities"] == {"streaming": True, "pushNotifications": False}
     assert card["skills"][0]["id"] == "forecast"
