@@ -20,6 +20,7 @@ from a2a_continue import openapi
 from a2a_continue.auth import PermissionMiddleware
 from a2a_continue.db import QueryLogger, create_pool
 from a2a_continue.errors import AppError, problem_response
+from a2a_continue.facade import handlers as facade
 from a2a_continue.gateway import Gateway
 from a2a_continue.live.hub import Hub
 from a2a_continue.live.streams import Streams
@@ -30,6 +31,7 @@ from a2a_continue.tokens import TokenVerifier
 log = logging.getLogger(__name__)
 
 TASK = "/v1/a2a/{agent_id:uuid}/tasks/{task_id}"
+FACADE = "/a2a/{agent_id:uuid}"
 
 ROUTES = [
     Route("/healthz", h.healthz, methods=["GET"]),
@@ -46,6 +48,8 @@ ROUTES = [
     Route(TASK + "/messages", h.continue_task, methods=["POST"]),
     Route(TASK + "/cancel", h.cancel_task, methods=["POST"]),
     *openapi.ROUTES,
+    Route(FACADE + "/.well-known/agent-card.json", facade.agent_card, methods=["GET"]),
+    Route(FACADE, facade.agent_rpc, methods=["POST"]),
 ]
 
 

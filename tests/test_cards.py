@@ -431,3 +431,17 @@ async def test_a_rename_keeps_the_card(client: Client) -> None:
 async def test_a_card_url_with_credentials_is_422(client: Client) -> None:
     msg = card_error(await register_card(client, "http://user:pw@127.0.0.1:9/"))
     assert msg == "must not carry credentials; put them in 'auth'"
+
+
+async def test_the_facade_card_of_a_card_registered_agent_is_the_agents_own(
+    client: Client,
+) -> None:
+    async with run_sdk_agent(card="1.0") as agent:
+        agent_id = (await register_card(client, agent.url)).json()["id"]
+    r = await client.call("GET", f"/a2a/{agent_id}/.well-known/agent-card.json")
+    assert r.status == 200, r.raw
+    facade = r.json()
+    assert facade["name"] == "SDK weather agent"
+    assert facade["description"] == "Asks for a city, then gives a forecast."
+    assert [skill["id"] for skill in facade["skills"]] == ["forecast"]
+    assert all(agent.url not in str(i) for i in facade["supportedInterfaces"])
