@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 import msgspec
 from msgspec import UNSET
@@ -14,7 +13,9 @@ from a2a_continue.auth import AGENT_VISIBLE, Caller
 from a2a_continue.db import Conn, Record
 from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import Forbidden, Invalid, NotFound
+from a2a_continue.limits import check_agent_auth
 from a2a_continue.models import AgentAuth, AgentCreate, AgentList, AgentOut, AgentPatch
+from a2a_continue.netguard import Network, normalize_endpoint_url
 from a2a_continue.pagination import cursor_param, encode_cursor, limit_param
 from a2a_continue.secrets import Sealer
 
@@ -41,16 +42,6 @@ def agent_out(row: Record) -> AgentOut:
         capabilities=row["capabilities"],
         card=row["card"],
     )
-
-
-def check_endpoint_url(url: str) -> None:
-    """Accept only an absolute http(s) URL without credentials in it."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise Invalid([{"loc": "$.endpointUrl", "msg": "must be an absolute http(s) URL"}])
-    if parts.username or parts.password:
-        msg = "must not carry credentials; put them in 'auth'"
-        raise Invalid([{"loc": "$.endpointUrl", "msg": msg}])
 
 
 def check_team(caller: Caller, visibility: str, team_id: str | None) -> None:
@@ -88,15 +79,22 @@ def target_of(row: Record, sealer: Sealer, default_timeout: float) -> AgentTarge
         protocol_version=row["protocol_version"],
         timeout_s=row["timeout_seconds"] or default_timeout,
         auth=auth if isinstance(auth, dict) else None,
+        agent_id=row["agent_id"],
     )
 
 
 async def create_agent(
-    conn: Conn, caller: Caller, body: AgentCreate, sealer: Sealer, card: JSON | None = None
+    conn: Conn,
+    caller: Caller,
+    body: AgentCreate,
+    sealer: Sealer,
+    networks: Sequence[Network] = (),
+    card: JSON | None = None,
 ) -> AgentOut:
     """Register an agent owned by the caller (``body`` complete; ``card`` when it had one)."""
     assert body.name is not None and body.endpoint_url is not None
-    check_endpoint_url(body.endpoint_url)
+    endpoint_url = normalize_endpoint_url(body.endpoint_url, networks)
+    check_agent_auth(body.auth)
     check_team(caller, body.visibility, body.team_id)
     agent_id = uuid.uuid4()
     row = await conn.fetchrow(
@@ -108,7 +106,7 @@ async def create_agent(
         """,
         agent_id,
         body.name,
-        body.endpoint_url,
+        endpoint_url,
         body.protocol_version,
         body.visibility,
         body.team_id,
@@ -181,6 +179,7 @@ async def update_agent(
     agent_id: uuid.UUID,
     patch: AgentPatch,
     sealer: Sealer,
+    networks: Sequence[Network] = (),
     card: JSON | None = None,
 ) -> AgentOut:
     """Apply a partial update by the owner or an admin (``card``: the refetched card)."""
@@ -191,7 +190,9 @@ async def update_agent(
         merged = {k: (row[k] if v is UNSET else v) for k, v in values.items() if k != "auth"}
         merged["capabilities"] = msgspec.to_builtins(merged["capabilities"])
         if patch.endpoint_url is not UNSET:
-            check_endpoint_url(patch.endpoint_url)
+            merged["endpoint_url"] = normalize_endpoint_url(patch.endpoint_url, networks)
+        if isinstance(patch.auth, AgentAuth):
+            check_agent_auth(patch.auth)
         if patch.team_id is not UNSET or patch.visibility is not UNSET:
             check_team(caller, merged["visibility"], merged["team_id"])
         auth_changed = patch.auth is not UNSET

@@ -18,6 +18,7 @@ from a2a_continue.downstream import auth_headers
 from a2a_continue.errors import Forbidden, Invalid
 from a2a_continue.gateway import Gateway
 from a2a_continue.models import AgentAuth, AgentCreate, AgentPatch, Capabilities
+from a2a_continue.netguard import AddressRefused, refused_reason
 
 JSON = dict[str, Any]
 
@@ -73,7 +74,12 @@ async def fetch_card(
             raw = await _read_capped(response, fetch)
     except TimeoutError:
         raise _refuse(f"{fetch}: no answer within {timeout_s:g} s") from None
+    except AddressRefused as exc:
+        raise _refuse(f"{fetch}: its address is refused ({exc})") from None
     except aiohttp.ClientError as exc:
+        reason = refused_reason(exc)
+        if reason is not None:
+            raise _refuse(f"{fetch}: its address is refused ({reason})") from None
         # The exception text may carry request details; name only its kind.
         raise _refuse(f"{fetch}: connection failed ({type(exc).__name__})") from None
     try:

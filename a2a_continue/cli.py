@@ -17,7 +17,7 @@ import uvicorn
 from a2a_continue.auth import mint_token
 from a2a_continue.db import migrate_url
 from a2a_continue.secrets import EncryptionKeyError, decode_key, load_or_create_secrets
-from a2a_continue.settings import Settings, SettingsError, load_settings
+from a2a_continue.settings import Settings, SettingsError, check_jwt_secret, load_settings
 from a2a_continue.startup import (
     StartupError,
     check_database,
@@ -70,6 +70,12 @@ def serve(settings: Settings) -> int:
         )
         return 2
     try:
+        if settings.jwt_secret or not settings.jwks_url:
+            check_jwt_secret(settings.jwt_secret)
+    except SettingsError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    try:
         check_port(settings.host, settings.port)
     except StartupError as exc:
         print(exc, file=sys.stderr)
@@ -94,7 +100,14 @@ def serve(settings: Settings) -> int:
         # so the embedded database is stopped on the way out.
         signal.signal(signal.SIGTERM, _exit)
         with suppress(KeyboardInterrupt):
-            uvicorn.run(create_app(ready), host=ready.host, port=ready.port, log_level="info")
+            # No access log: uvicorn's prints query strings, and a token may travel in one.
+            uvicorn.run(
+                create_app(ready),
+                host=ready.host,
+                port=ready.port,
+                log_level="info",
+                access_log=False,
+            )
     return 0
 
 

@@ -75,16 +75,22 @@ class Operation:
     query: tuple[Param, ...] = ()
     problems: tuple[int, ...] = ()
     task_state: bool = False
+    sse: str | None = None  # what the route streams with ``Accept: text/event-stream``
 
 
 _LIMIT = Param("limit", "page size", {"type": "integer", "minimum": 1, "maximum": 200})
 _CURSOR = Param("cursor", "the `nextCursor` of the previous page")
 _AGENT_ANSWER = "the agent's JSON-RPC answer, byte for byte"
+_RELAY = (
+    "each frame of the agent's stream as one event (`task`, `message`, `status-update`,"
+    " `artifact-update`, `error`) whose data is the agent's JSON-RPC object unchanged"
+)
 _DB = 503
 _AGENT = (502, 504)
 
-AGENT = "/v1/a2a/agents/{agent_id:uuid}"
-TASK = "/v1/a2a/{agent_id:uuid}/tasks/{task_id}"
+# Keyed by method and the path in OpenAPI form, whatever convertors the routes use.
+AGENT = "/v1/a2a/agents/{agent_id}"
+TASK = "/v1/a2a/{agent_id}/tasks/{task_id}"
 
 OPERATIONS: dict[tuple[str, str], Operation] = {
     ("GET", "/healthz"): Operation("The process is alive", answer='`{"status": "ok"}`'),
@@ -119,14 +125,15 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         status=204,
         problems=(403, 404, _DB),
     ),
-    ("POST", "/v1/a2a/{agent_id:uuid}/messages"): Operation(
+    ("POST", "/v1/a2a/{agent_id}/messages"): Operation(
         "Start a task: send the agent a first message",
         body=StartBody,
         answer=_AGENT_ANSWER,
         problems=(400, 403, 404, 413, 422, *_AGENT, _DB),
         task_state=True,
+        sse=_RELAY,
     ),
-    ("GET", "/v1/a2a/{agent_id:uuid}/tasks"): Operation(
+    ("GET", "/v1/a2a/{agent_id}/tasks"): Operation(
         "List the caller's tasks of one agent, newest first",
         answer=TaskList,
         query=(
@@ -144,8 +151,11 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         query=(
             Param("after", "return events with a larger `seq`", {"type": "integer", "minimum": 0}),
             Param("limit", "page size", {"type": "integer", "minimum": 1, "maximum": 1000}),
+            Param("until", "with the event stream: `terminal` (default) or `interrupted`"),
         ),
         problems=(404, 422, _DB),
+        sse="the task's events: `id: <seq>`, `event: <type>`, `data: <the event JSON>`;"
+        " resumes after `Last-Event-ID`",
     ),
     ("POST", TASK + "/messages"): Operation(
         "Continue a task: answer an agent waiting in input-required or auth-required",
@@ -153,6 +163,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         answer=_AGENT_ANSWER,
         problems=(400, 404, 409, 413, 422, *_AGENT, _DB),
         task_state=True,
+        sse=_RELAY,
     ),
     ("POST", TASK + "/cancel"): Operation(
         "Cancel a task",
@@ -234,6 +245,10 @@ def _answer(op: Operation, ref: dict[type, JSON]) -> JSON:
     elif isinstance(op.answer, str):
         answer["description"] = op.answer
         answer["content"] = {"application/json": {"schema": {"type": "object"}}}
+    if op.sse is not None:
+        answer.setdefault("content", {})["text/event-stream"] = {
+            "schema": {"type": "string", "description": op.sse}
+        }
     if op.task_state:
         answer["headers"] = {
             "A2A-Task-State": {
@@ -287,6 +302,8 @@ def _operation(
             "content": {"application/json": {"schema": ref[op.body]}},
         }
     codes = set(op.problems) | ({401, 403} if not public else set())
+    if op.body is not None:
+        codes |= {408, 413, 422}  # a body that arrives too slowly, too large, or invalid
     for status in sorted(codes):
         result["responses"][str(status)] = _problem_response(status, problems.get(status, []))
     return result
@@ -323,7 +340,7 @@ def build_document(routes: Sequence[BaseRoute]) -> JSON:
         for method in sorted(route.methods or ()):
             if method == "HEAD":
                 continue
-            op = OPERATIONS.get((method, route.path)) or Operation(
+            op = OPERATIONS.get((method, openapi_path(route.path))) or Operation(
                 (route.endpoint.__doc__ or route.name).strip().split("\n")[0]
             )
             item = paths.setdefault(openapi_path(route.path), {})

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import msgspec
 
+from a2a_continue.netguard import Network, parse_networks
+
 MIB = 1024 * 1024
 
 
@@ -36,6 +38,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     jwt_claims_permissions: str = "permissions"
     jwt_claims_teams: str = "teams"
     jwt_claims_is_admin: str = "is_admin"
+    db_timeout_s: float = 5.0
+    agent_concurrency: int = 20
+    agent_networks: tuple[Network, ...] = ()
+    body_timeout_s: float = 10.0
+    claim_sweep_s: float = 30.0
     stream_max_s: float = 3600.0
     max_streams: int = 1000
     keepalive_s: float = 15.0
@@ -72,6 +79,22 @@ def _http_url(env: Mapping[str, str], name: str) -> str:
     return raw
 
 
+def _networks(env: Mapping[str, str], name: str) -> tuple[Network, ...]:
+    try:
+        return parse_networks(env.get(name, ""))
+    except ValueError as exc:
+        raise SettingsError(f"{name} must be comma-separated CIDRs: {exc}") from None
+
+
+MIN_JWT_SECRET_BYTES = 32
+
+
+def check_jwt_secret(secret: str) -> None:
+    """Refuse an HS256 secret shorter than 32 bytes (RFC 7518 wants at least the hash size)."""
+    if len(secret.encode()) < MIN_JWT_SECRET_BYTES:
+        raise SettingsError(f"A2AC_JWT_SECRET must be at least {MIN_JWT_SECRET_BYTES} bytes long")
+
+
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     raw = (env.get(name) or "").strip().lower()
     if raw == "":
@@ -105,6 +128,11 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         jwt_claims_permissions=env.get("A2AC_JWT_CLAIMS_PERMISSIONS") or "permissions",
         jwt_claims_teams=env.get("A2AC_JWT_CLAIMS_TEAMS") or "teams",
         jwt_claims_is_admin=env.get("A2AC_JWT_CLAIMS_IS_ADMIN") or "is_admin",
+        db_timeout_s=_number(env, "A2AC_DB_TIMEOUT_S", 5.0),
+        agent_concurrency=_integer(env, "A2AC_AGENT_CONCURRENCY", 20),
+        agent_networks=_networks(env, "A2AC_AGENT_NETWORKS"),
+        body_timeout_s=_number(env, "A2AC_BODY_TIMEOUT_S", 10.0),
+        claim_sweep_s=_number(env, "A2AC_CLAIM_SWEEP_S", 30.0),
         stream_max_s=_number(env, "A2AC_STREAM_MAX_S", 3600.0),
         max_streams=_integer(env, "A2AC_MAX_STREAMS", 1000),
         keepalive_s=_number(env, "A2AC_KEEPALIVE_S", 15.0),

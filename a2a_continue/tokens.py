@@ -9,7 +9,6 @@ gateway's own claim names.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from typing import Any
@@ -44,11 +43,11 @@ def _names(value: Any, claim: str, from_idp: bool) -> list[str]:
 class _KeySetClient(jwt.PyJWKClient):
     """PyJWKClient (key set cache, refresh on an unknown ``kid``) fetching with aiohttp.
 
-    Its lookups run in a worker thread; a fetch is handed back to the event loop, through the
-    app's own session once ``session`` is set.
+    Its lookups run in a worker thread; a fetch is handed back to the event loop. The key set
+    is the operator's, not an agent's: it is fetched with a session of its own (one per fetch;
+    fetches are rare), outside the agent network guard.
     """
 
-    session: aiohttp.ClientSession | None = None
     loop: asyncio.AbstractEventLoop | None = None
 
     def fetch_data(self) -> Any:
@@ -69,22 +68,19 @@ class _KeySetClient(jwt.PyJWKClient):
     async def _fetch(self) -> dict[str, Any]:
         """The key set as a JSON object; PyJWKClientConnectionError when it cannot be had."""
         try:
-            async with contextlib.AsyncExitStack() as stack:
-                session = self.session
-                if session is None:  # a verifier used outside an app
-                    session = await stack.enter_async_context(aiohttp.ClientSession())
-                async with (
-                    asyncio.timeout(self.timeout),
-                    session.get(self.uri, headers=self.headers, allow_redirects=False) as answer,
-                ):
-                    if answer.status != 200:
-                        raise jwt.PyJWKClientConnectionError(f"HTTP {answer.status}")
-                    raw = bytearray()
-                    while chunk := await answer.content.read(64 * 1024):
-                        raw += chunk
-                        if len(raw) > JWKS_MAX_BYTES:
-                            raise jwt.PyJWKClientConnectionError("too large")
-        except (aiohttp.ClientError, TimeoutError) as exc:
+            async with (
+                aiohttp.ClientSession() as session,
+                asyncio.timeout(self.timeout),
+                session.get(self.uri, headers=self.headers, allow_redirects=False) as answer,
+            ):
+                if answer.status != 200:
+                    raise jwt.PyJWKClientConnectionError(f"HTTP {answer.status}")
+                raw = bytearray()
+                while chunk := await answer.content.read(64 * 1024):
+                    raw += chunk
+                    if len(raw) > JWKS_MAX_BYTES:
+                        raise jwt.PyJWKClientConnectionError("too large")
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise jwt.PyJWKClientConnectionError(type(exc).__name__) from None
         try:
             data = json.loads(raw)
@@ -125,11 +121,6 @@ class TokenVerifier:
         )
         self.cache_size = cache_size
         self._callers: dict[str, Caller] = {}
-
-    def use_session(self, session: aiohttp.ClientSession) -> None:
-        """Fetch the key set through the app's outbound session from now on."""
-        if self.jwks is not None:
-            self.jwks.session = session
 
     async def caller(self, token: str) -> Caller:
         """Return the token's caller; raise Unauthorized for a bad or expired token."""

@@ -445,3 +445,22 @@ async def test_the_facade_card_of_a_card_registered_agent_is_the_agents_own(
     assert facade["description"] == "Asks for a city, then gives a forecast."
     assert [skill["id"] for skill in facade["skills"]] == ["forecast"]
     assert all(agent.url not in str(i) for i in facade["supportedInterfaces"])
+
+
+async def test_a_card_url_at_a_refused_address_is_422_without_a_connection(
+    client: Client,
+) -> None:
+    r = await register_card(client, "http://169.254.169.254/latest/")
+    msg = card_error(r)
+    assert msg.startswith("the agent card could not be fetched from http://169.254.169.254/")
+    assert "its address is refused (169.254.169.254 is link-local)" in msg
+
+
+async def test_a_card_naming_a_refused_endpoint_is_422(
+    client: Client, card_server: Callable[[CardHandler], Awaitable[str]]
+) -> None:
+    base = await card_server(serving(sample_card("http://169.254.169.254/", "1.0")))
+    r = await register_card(client, base)
+    assert r.status == 422, r.raw
+    assert r.json()["errors"][0]["loc"] == "$.endpointUrl"
+    assert "link-local" in r.json()["errors"][0]["msg"]
