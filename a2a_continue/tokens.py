@@ -18,6 +18,7 @@ import jwt
 
 from a2a_continue.auth import Caller
 from a2a_continue.errors import Unauthorized
+from a2a_continue.limits import has_nul
 from a2a_continue.settings import Settings
 
 # Asymmetric algorithms accepted from the JWKS; HS256 only ever uses the shared secret, so a
@@ -197,10 +198,14 @@ class TokenVerifier:
         admin = claims.get(is_admin, False)
         if not isinstance(admin, bool):
             raise Unauthorized(f"the token is invalid: claim {is_admin!r} must be a boolean")
+        team_ids = _names(claims.get(teams), teams, from_idp)
+        if has_nul(sub, *team_ids):
+            # They are bound to SQL text parameters, which cannot hold U+0000.
+            raise Unauthorized("the token is invalid: sub and teams must not contain U+0000")
         return Caller(
             sub=sub,
             permissions=frozenset(_names(claims.get(permissions), permissions, from_idp)),
-            teams=tuple(_names(claims.get(teams), teams, from_idp)),
+            teams=tuple(team_ids),
             is_admin=admin,
             expires_at=float(exp),
         )

@@ -384,3 +384,13 @@ def test_token_settings_are_read_from_their_variables() -> None:
 def test_a_jwks_url_that_is_not_http_is_refused() -> None:
     with pytest.raises(SettingsError, match="A2AC_JWKS_URL must be an http"):
         load_settings({"A2AC_JWKS_URL": "file:///etc/keys.json"})
+
+
+async def test_an_idp_token_with_nul_in_sub_or_groups_is_401(
+    gateway: GatewayFactory, keys: tuple[Keys, str]
+) -> None:
+    idp_keys, url = keys
+    async with gateway(**idp(url, jwt_claims_teams="groups")) as client:
+        for claims in ({"sub": "carol\x00@example.com"}, {"groups": "blue o\x00ps"}):
+            detail = refused(await whoami(client, idp_keys.sign("rsa-1", **claims)))
+            assert detail == "the token is invalid: sub and teams must not contain U+0000"
