@@ -39,6 +39,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     watch_pickup_s: float = 5.0
     watch_poll_base_s: float = 1.0
     watch_poll_max_s: float = 30.0
+    jwks_url: str = ""
+    jwt_issuer: str = ""
+    jwt_audience: str = ""
+    jwt_claims_permissions: str = "permissions"
+    jwt_claims_teams: str = "teams"
+    jwt_claims_is_admin: str = "is_admin"
     db_timeout_s: float = 5.0
     agent_concurrency: int = 20
     agent_networks: tuple[Network, ...] = ()
@@ -71,6 +77,13 @@ def _integer(env: Mapping[str, str], name: str, default: int, high: int | None =
         limit = f" up to {high}" if high is not None else ""
         raise SettingsError(f"{name} must be a whole number{limit}, got {env[name]!r}")
     return int(value)
+
+
+def _http_url(env: Mapping[str, str], name: str) -> str:
+    raw = env.get(name, "")
+    if raw and not raw.startswith(("http://", "https://")):
+        raise SettingsError(f"{name} must be an http(s) URL, got {raw!r}")
+    return raw
 
 
 def _networks(env: Mapping[str, str], name: str) -> tuple[Network, ...]:
@@ -123,6 +136,12 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         watch_pickup_s=_number(env, "A2AC_WATCH_PICKUP_S", 5.0),
         watch_poll_base_s=_number(env, "A2AC_WATCH_POLL_BASE_S", 1.0),
         watch_poll_max_s=_number(env, "A2AC_WATCH_POLL_MAX_S", 30.0),
+        jwks_url=_http_url(env, "A2AC_JWKS_URL"),
+        jwt_issuer=env.get("A2AC_JWT_ISSUER", ""),
+        jwt_audience=env.get("A2AC_JWT_AUDIENCE", ""),
+        jwt_claims_permissions=env.get("A2AC_JWT_CLAIMS_PERMISSIONS") or "permissions",
+        jwt_claims_teams=env.get("A2AC_JWT_CLAIMS_TEAMS") or "teams",
+        jwt_claims_is_admin=env.get("A2AC_JWT_CLAIMS_IS_ADMIN") or "is_admin",
         db_timeout_s=_number(env, "A2AC_DB_TIMEOUT_S", 5.0),
         agent_concurrency=_integer(env, "A2AC_AGENT_CONCURRENCY", 20),
         agent_networks=_networks(env, "A2AC_AGENT_NETWORKS"),
