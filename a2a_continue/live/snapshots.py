@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from a2a_continue import protocol
-from a2a_continue.downstream import AgentTarget, post_rpc
+from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import AgentBadAnswer
 from a2a_continue.gateway import Gateway
 from a2a_continue.live.updates import Update, parse_frame
+from a2a_continue.outbound import exchange
 
 TASK_NOT_FOUND = -32001
 _GET_TASK_METHODS = {"0.3": "tasks/get", "1.0": "GetTask"}
@@ -31,14 +32,7 @@ async def ask_agent(gw: Gateway, target: AgentTarget, task_id: str) -> Update:
     502/504 errors of a call; one with all its call slots taken, AgentBusy (503).
     """
     payload = get_task_request(target.protocol_version, task_id)
-    with gw.slots.slot(target.agent_id or target.endpoint_url):
-        reply = await post_rpc(
-            gw.session,
-            target,
-            payload,
-            gw.settings.max_agent_response_bytes,
-            gw.settings.agent_networks,
-        )
+    reply, _ = await exchange(gw, target, payload)
     try:
         return parse_frame(reply.body)
     except protocol.ProtocolError as exc:
