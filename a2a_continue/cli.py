@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
 import msgspec
-import uvicorn
 
+from a2a_continue import logs
 from a2a_continue.auth import mint_token
 from a2a_continue.db import migrate_url
 from a2a_continue.secrets import EncryptionKeyError, decode_key, load_or_create_secrets
@@ -50,7 +50,7 @@ def database(settings: Settings) -> Iterator[Settings]:
 
 def serve(settings: Settings) -> int:
     """Run the gateway until interrupted."""
-    from a2a_continue.app import create_app
+    from a2a_continue import serving
 
     embedded = not settings.database_url
     if embedded:
@@ -71,7 +71,7 @@ def serve(settings: Settings) -> int:
         # so the embedded database is stopped on the way out.
         signal.signal(signal.SIGTERM, _exit)
         with suppress(KeyboardInterrupt):
-            uvicorn.run(create_app(ready), host=ready.host, port=ready.port, log_level="info")
+            serving.run(ready)
     return 0
 
 
@@ -104,6 +104,7 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("serve", help="run the gateway")
     run.add_argument("--host")
     run.add_argument("--port", type=int)
+    run.add_argument("--workers", type=int, help="processes serving the port (A2AC_WORKERS)")
     sub.add_parser("migrate", help="apply pending database migrations")
     tok = sub.add_parser("token", help="print a signed caller token")
     tok.add_argument("--sub", required=True, help="the caller's email")
@@ -127,8 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     except (SettingsError, EncryptionKeyError) as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
+    logs.configure(settings.log_format, settings.log_level)
     if args.command == "serve":
-        overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v}
+        given = (("host", args.host), ("port", args.port), ("workers", args.workers))
+        overrides = {k: v for k, v in given if v}
         return serve(msgspec.structs.replace(settings, **overrides))
     if args.command == "migrate":
         return migrate(settings)

@@ -6,8 +6,7 @@ import logging
 import uuid
 from typing import Any
 
-from a2a_continue import protocol
-from a2a_continue.agents import target_of
+from a2a_continue import metrics, protocol
 from a2a_continue.auth import TASK_VISIBLE, Caller
 from a2a_continue.db import Conn, Record
 from a2a_continue.errors import (
@@ -33,7 +32,8 @@ log = logging.getLogger(__name__)
 CLAIM_TASK = f"""
 WITH target AS (
     SELECT t.id AS row_id, t.task_id, t.state, t.context_id, t.team_id, a.id AS agent_id,
-           a.endpoint_url, a.protocol_version, a.auth_sealed, a.timeout_seconds
+           a.endpoint_url, a.protocol_version, a.auth_sealed, a.timeout_seconds,
+           t.claim_expires_at IS NOT NULL AS stale_claim
     FROM a2a_tasks t JOIN a2a_agents a ON a.id = t.agent_id
     WHERE t.agent_id = $4 AND t.task_id = $5 AND {TASK_VISIBLE}
 ), claimed AS (
@@ -101,7 +101,13 @@ async def claim_task(
     if row is None:
         raise NotFound(f"task {task_id} not found")
     if not row["claimed"]:
-        raise refusal(row, client_context)
+        error = refusal(row, client_context)
+        if isinstance(error, (TaskBusy, TaskTerminal)):
+            metrics.followup("busy" if isinstance(error, TaskBusy) else "terminal")
+        raise error
+    if row["stale_claim"]:
+        metrics.claim_expired()
+        log.warning("task %s: an expired claim was taken over (its holder never answered)", task_id)
     return row
 
 
@@ -110,11 +116,13 @@ class FollowUp:
 
     def __init__(self, gw: Gateway, caller: Caller, row: Record, claim: uuid.UUID) -> None:
         self.gw, self.caller, self.row, self.claim = gw, caller, row, claim
-        self.message_id = str(uuid.uuid4())
+        # The claim's uuid doubles as the message id: one fresh uuid per follow-up.
+        self.message_id = str(claim)
 
     async def failed(self, error: AppError) -> None:
         """Log a call that did not get an answer (502/504) and release the claim."""
         data = {"messageId": self.message_id, "reason": error.slug, "detail": error.detail}
+        metrics.followup("failed")
         try:
             async with self.gw.connection() as conn:
                 await record_outcome(
@@ -136,6 +144,7 @@ class FollowUp:
         Nothing here fails the request: the agent already has the message.
         """
         data: dict[str, Any] = {"messageId": self.message_id}
+        metrics.followup("continued")
         if answer.error_code is not None:
             data["error"] = {"code": answer.error_code}
         task = answer.task
@@ -222,7 +231,7 @@ async def continue_task(
     row = await claim_task(gw, caller, agent_id, task_id, client_context, claim)
     follow_up = FollowUp(gw, caller, row, claim)
     try:
-        target = target_of(row, gw.sealer, gw.settings.agent_timeout_s)
+        target = gw.target(row)
         version = target.protocol_version
         message = outgoing_message(body, version, follow_up.message_id, task_id, row["context_id"])
         reply, answer = await exchange(gw, target, send_payload(body, version, message))

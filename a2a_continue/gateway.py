@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 import asyncpg
 
-from a2a_continue.db import Conn
+from a2a_continue.agents import target_of
+from a2a_continue.db import Conn, Record
+from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import DatabaseUnavailable
 from a2a_continue.secrets import Sealer
 from a2a_continue.settings import Settings
@@ -23,6 +26,9 @@ DB_DOWN = (
     asyncpg.InterfaceError,
 )
 
+# Agent targets kept per process; a changed row (new URL, credentials…) makes a new key.
+TARGETS_KEPT = 1024
+
 
 @dataclass(frozen=True, slots=True)
 class Gateway:
@@ -32,6 +38,24 @@ class Gateway:
     pool: asyncpg.Pool
     session: aiohttp.ClientSession
     sealer: Sealer
+    targets: dict[tuple[Any, ...], AgentTarget] = field(default_factory=dict)
+
+    def target(self, row: Record) -> AgentTarget:
+        """The downstream target of an agent row; credentials opened and headers built once."""
+        key = (
+            row["agent_id"],
+            row["endpoint_url"],
+            row["protocol_version"],
+            row["timeout_seconds"],
+            row["auth_sealed"],
+        )
+        target = self.targets.get(key)
+        if target is None:
+            if len(self.targets) >= TARGETS_KEPT:
+                self.targets.clear()
+            target = target_of(row, self.sealer, self.settings.agent_timeout_s)
+            self.targets[key] = target
+        return target
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Conn]:

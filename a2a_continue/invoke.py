@@ -6,7 +6,7 @@ import logging
 import uuid
 
 from a2a_continue import protocol
-from a2a_continue.agents import target_of, visible_agent_row
+from a2a_continue.agents import visible_agent_row
 from a2a_continue.auth import Caller
 from a2a_continue.errors import (
     AgentBadAnswer,
@@ -20,6 +20,7 @@ from a2a_continue.gateway import Gateway
 from a2a_continue.models import StartBody, TaskOut, check_send_body
 from a2a_continue.outbound import Forwarded, check_role, exchange, outgoing_message, send_payload
 from a2a_continue.tasks import find_task, record_new_task, record_outcome, task_out
+from a2a_continue.telemetry import note_task
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +47,14 @@ async def start_task(
     check_start(agent_id, caller, body)
     async with gw.connection() as conn:
         agent = await visible_agent_row(conn, caller, agent_id)
-    target = target_of(agent, gw.sealer, gw.settings.agent_timeout_s)
+    target = gw.target(agent)
     message_id = str(uuid.uuid4())
     context_id = body.message.context_id if body.message else None
     message = outgoing_message(body, target.protocol_version, message_id, None, context_id)
     reply, answer = await exchange(gw, target, send_payload(body, target.protocol_version, message))
     if answer.task is None:
         return Forwarded(reply.raw, None)
+    note_task(agent_id, answer.task.id)
     try:
         async with gw.connection() as conn:
             state = await record_new_task(
@@ -74,7 +76,7 @@ async def cancel_task(gw: Gateway, caller: Caller, agent_id: uuid.UUID, task_id:
         row = await find_task(conn, caller, agent_id, task_id)
     if protocol.is_terminal_task_state(row["state"]):
         raise TaskTerminal(row["state"], "canceled")
-    target = target_of(row, gw.sealer, gw.settings.agent_timeout_s)
+    target = gw.target(row)
     payload = protocol.build_cancel_request(target.protocol_version, protocol.new_rpc_id(), task_id)
     _, answer = await exchange(gw, target, payload)
     if answer.error_code == NOT_CANCELABLE:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any
+
+from a2a_continue.telemetry import new_id
 
 JSON = dict[str, Any]
 
@@ -63,8 +64,8 @@ def wire_role(version: str) -> str:
 
 
 def new_rpc_id() -> str:
-    """Return a fresh JSON-RPC request id."""
-    return uuid.uuid4().hex
+    """Return a fresh JSON-RPC request id (unique per process run, cheap to make)."""
+    return new_id()
 
 
 # Parts

@@ -30,6 +30,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     max_agent_response_bytes: int = 8 * MIB
     claim_margin_s: float = 5.0
     pool_size: int = 10
+    workers: int = 1
+    drain_s: float = 30.0
+    log_format: str = "text"
+    log_level: str = "info"
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -69,4 +73,16 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         max_agent_response_bytes=_integer(env, "A2AC_MAX_AGENT_RESPONSE_BYTES", 8 * MIB),
         claim_margin_s=_number(env, "A2AC_CLAIM_MARGIN_S", 5.0),
         pool_size=_integer(env, "A2AC_POOL_SIZE", 10),
+        workers=_integer(env, "A2AC_WORKERS", 1, high=256),
+        drain_s=_number(env, "A2AC_DRAIN_S", 30.0),
+        log_format=_choice(env, "A2AC_LOG_FORMAT", ("text", "json")),
+        log_level=_choice(env, "A2AC_LOG_LEVEL", ("info", "debug", "warning", "error")),
     )
+
+
+def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
+    """One of ``allowed`` (any case); the first is the default."""
+    raw = (env.get(name) or allowed[0]).strip().lower()
+    if raw not in allowed:
+        raise SettingsError(f"{name} must be one of {', '.join(allowed)}; got {env[name]!r}")
+    return raw
