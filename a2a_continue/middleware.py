@@ -25,7 +25,13 @@ from starlette.types import Message, Receive, Scope, Send
 
 from a2a_continue import auth, telemetry
 from a2a_continue.auth import Caller, VerifiedTokens
-from a2a_continue.errors import AppError, MethodNotAllowed, NotFound, problem_response
+from a2a_continue.errors import (
+    AppError,
+    MethodNotAllowed,
+    NotFound,
+    ShuttingDown,
+    problem_response,
+)
 from a2a_continue.logs import RequestLog
 from a2a_continue.metrics import UNMATCHED, HttpSeries
 from a2a_continue.telemetry import RequestInfo
@@ -187,9 +193,6 @@ class Edge:
                     span.set_attribute("http.response.status_code", status)
             else:
                 await self.guarded(scope, receive, reply, entry, allowed, params, info)
-        except asyncio.CancelledError:
-            info.reason = info.reason or "cancelled"
-            raise
         finally:
             self.inflight -= 1
             if not self.inflight:
@@ -224,6 +227,12 @@ class Edge:
             if "agent_id" in params:
                 telemetry.note_task(params["agent_id"], params.get("task_id"))
             await entry.serve(scope, receive, tracked)
+        except asyncio.CancelledError:
+            # Only a stopping server cancels a request (past its drain time): the handler
+            # has released what it held; tell the caller to retry rather than drop it.
+            info.reason = "cancelled: the gateway is stopping"
+            if not started:
+                await problem_response(ShuttingDown())(scope, receive, send)
         except Exception as exc:
             if started:
                 info.reason = f"error after the answer began: {type(exc).__name__}"

@@ -233,8 +233,11 @@ async def measure(
             "start": lambda w: post(start_url, b'{"text":"hi"}', auth),
         }
         rows = []
+        only = os.environ.get("A2AC_BENCH_ONLY")  # e.g. "follow-up:16" while profiling
         for c in CONCURRENCY:
             for name, call in paths.items():
+                if only and only != f"{name}:{c}":
+                    continue
                 await timed(warmup, c, call)
                 cpu = cpu_seconds(gateway_pid)
                 began = time.perf_counter()
@@ -372,6 +375,7 @@ def main() -> None:
         ]
         proxy = stack.enter_context(process([*me, *proxy_args], env, logs / "proxy"))
         token = mint_token(secret, "bench@example.com", ["*"])
+        print(f"gateway pid {gateway.pid}", file=sys.stderr, flush=True)
         print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}, {os.cpu_count()} cores, "
               f"{args.requests} requests per point, gateway workers: {args.workers}")  # fmt: skip
         print("| path      |  c |   req/s | p50 ms | p99 ms | gw CPU ms/req |")
@@ -381,7 +385,8 @@ def main() -> None:
         rows = uvloop.run(
             measure(urls, gateway.pid, token, args.requests, args.warmup, [agent, gateway, proxy])
         )
-        report(rows)
+        if not os.environ.get("A2AC_BENCH_ONLY"):
+            report(rows)
 
 
 if __name__ == "__main__":
