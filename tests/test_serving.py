@@ -39,18 +39,35 @@ def serve_env(database_url: str, port: int, **extra: str) -> dict[str, str]:
     return env
 
 
+def spawn(env: dict[str, str], log: Path, *args: str) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen((*CLI, "serve", *args), env=env, stdout=out, stderr=out)
+
+
+def text_of(log: Path) -> str:
+    return log.read_text()
+
+
+async def logged(log: Path, text: str) -> None:
+    """Wait until the serve log shows ``text``."""
+    for _ in range(1200):
+        if text in text_of(log):
+            return
+        await asyncio.sleep(0.05)
+    pytest.fail(f"the log never showed {text!r}")
+
+
 @asynccontextmanager
 async def served(
     env: dict[str, str], log: Path, *args: str
 ) -> AsyncIterator[tuple[subprocess.Popen[bytes], str]]:
     """Run `serve` until the block ends (killed if still running); yield it and its URL."""
     base = f"http://127.0.0.1:{env['A2AC_PORT']}"
-    with log.open("wb") as out:
-        process = subprocess.Popen((*CLI, "serve", *args), env=env, stdout=out, stderr=out)
+    process = spawn(env, log, *args)
     try:
         async with aiohttp.ClientSession() as session:
             for _ in range(600):
-                assert process.poll() is None, log.read_text()
+                assert process.poll() is None, text_of(log)
                 try:
                     async with session.get(base + "/readyz") as r:
                         if r.status == 200:
@@ -122,8 +139,8 @@ async def test_two_workers_both_answer_on_one_port_and_metrics_cover_both(
 
         process.send_signal(signal.SIGTERM)
         assert await wait_exit(process) == 0
-    workers = [line for line in log.read_text().splitlines() if "Finished server process" in line]
-    assert len(workers) == 2, log.read_text()
+    workers = [line for line in text_of(log).splitlines() if "Finished server process" in line]
+    assert len(workers) == 2, text_of(log)
 
 
 async def test_sigterm_lets_an_in_flight_follow_up_finish_with_200_and_releases_its_claim(
@@ -154,8 +171,7 @@ async def test_sigterm_lets_an_in_flight_follow_up_finish_with_200_and_releases_
         await arrived.wait()
 
         process.send_signal(signal.SIGTERM)
-        while "Shutting down" not in log.read_text():
-            await asyncio.sleep(0.05)
+        await logged(log, "Shutting down")
         answer.set()
         r = await follow_up
         assert r.status == 200, r.raw
