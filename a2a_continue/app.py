@@ -17,6 +17,8 @@ from a2a_continue import logs, metrics, telemetry
 from a2a_continue.auth import VerifiedTokens
 from a2a_continue.db import Pool, QueryLogger, create_pool
 from a2a_continue.gateway import Gateway
+from a2a_continue.live.hub import Hub
+from a2a_continue.live.streams import Streams
 from a2a_continue.middleware import Edge
 from a2a_continue.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings, load_settings
@@ -64,11 +66,16 @@ def create_app(
         session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=200, limit_per_host=100)
         )
+        hub = Hub(database_url, listen=settings.listen)
+        streams = Streams(settings.max_streams)
+        await hub.start()
         gauges = asyncio.create_task(_pool_gauges(pool))
         try:
-            yield {"gateway": Gateway(settings, pool, session, sealer)}
+            yield {"gateway": Gateway(settings, pool, session, sealer, hub, streams)}
         finally:
             gauges.cancel()
+            await streams.close()
+            await hub.stop()
             # The server has drained or cancelled every request; let the cancelled ones
             # release their claims before the pool closes.
             with suppress(TimeoutError):

@@ -14,6 +14,8 @@ from a2a_continue.agents import target_of
 from a2a_continue.db import Conn, Record
 from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import DatabaseUnavailable
+from a2a_continue.live.hub import Hub
+from a2a_continue.live.streams import Streams
 from a2a_continue.secrets import Sealer
 from a2a_continue.settings import Settings
 
@@ -32,12 +34,15 @@ TARGETS_KEPT = 1024
 
 @dataclass(frozen=True, slots=True)
 class Gateway:
-    """The pool, the outbound session and the credential sealer of one app."""
+    """The pool, the outbound session and the credential sealer of one app; the event hub
+    and the streams it serves."""
 
     settings: Settings
     pool: asyncpg.Pool
     session: aiohttp.ClientSession
     sealer: Sealer
+    hub: Hub = field(default_factory=lambda: Hub(None, listen=False))
+    streams: Streams = field(default_factory=lambda: Streams(1000))
     targets: dict[tuple[Any, ...], AgentTarget] = field(default_factory=dict)
 
     def target(self, row: Record) -> AgentTarget:

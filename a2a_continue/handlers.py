@@ -12,6 +12,7 @@ from a2a_continue import agents, continuation, invoke, tasks
 from a2a_continue.auth import Caller
 from a2a_continue.errors import PayloadTooLarge
 from a2a_continue.gateway import Gateway
+from a2a_continue.live import relay, sse
 from a2a_continue.metrics import exposition
 from a2a_continue.models import (
     AgentCreate,
@@ -131,7 +132,10 @@ async def delete_agent(request: Request) -> Response:
 async def start_task(request: Request) -> Response:
     """Send a first message to an agent."""
     body = decode_body(await read_body(request), StartBody)
-    result = await invoke.start_task(_gateway(request), _caller(request), _agent_id(request), body)
+    gw, caller, agent_id = _gateway(request), _caller(request), _agent_id(request)
+    if sse.wants_stream(request):
+        return await sse.relay_response(gw, lambda: relay.stream_start(gw, caller, agent_id, body))
+    result = await invoke.start_task(gw, caller, agent_id, body)
     return forwarded(result)
 
 
@@ -154,7 +158,15 @@ async def get_task(request: Request) -> Response:
 
 
 async def list_events(request: Request) -> Response:
-    """List a task's events after a sequence number."""
+    """List a task's events after a sequence number (or stream them, live)."""
+    if sse.wants_stream(request):
+        return await sse.event_stream_response(
+            request,
+            _gateway(request),
+            _caller(request),
+            _agent_id(request),
+            request.path_params["task_id"],
+        )
     async with _gateway(request).connection() as conn:
         page = await tasks.list_events(
             conn,
@@ -169,13 +181,13 @@ async def list_events(request: Request) -> Response:
 async def continue_task(request: Request) -> Response:
     """Send a follow-up message to a task."""
     body = decode_body(await read_body(request), ContinueBody)
-    result = await continuation.continue_task(
-        _gateway(request),
-        _caller(request),
-        _agent_id(request),
-        request.path_params["task_id"],
-        body,
-    )
+    gw, caller, agent_id = _gateway(request), _caller(request), _agent_id(request)
+    task_id = request.path_params["task_id"]
+    if sse.wants_stream(request):
+        return await sse.relay_response(
+            gw, lambda: relay.stream_follow_up(gw, caller, agent_id, task_id, body)
+        )
+    result = await continuation.continue_task(gw, caller, agent_id, task_id, body)
     return forwarded(result)
 
 

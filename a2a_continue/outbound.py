@@ -61,8 +61,10 @@ def outgoing_message(
     )
 
 
-def send_payload(body: ContinueBody, version: str, message: dict[str, Any]) -> dict[str, Any]:
-    """Wrap the message in the version's send request."""
+def send_payload(
+    body: ContinueBody, version: str, message: dict[str, Any], *, streaming: bool = False
+) -> dict[str, Any]:
+    """Wrap the message in the version's send request (its streaming one when asked)."""
     config = None
     if body.configuration is not None:
         config = {
@@ -70,7 +72,7 @@ def send_payload(body: ContinueBody, version: str, message: dict[str, Any]) -> d
             "acceptedOutputModes": body.configuration.accepted_output_modes,
         }
     return protocol.build_send_request(
-        version, protocol.new_rpc_id(), message, config, body.metadata
+        version, protocol.new_rpc_id(), message, config, body.metadata, streaming=streaming
     )
 
 
