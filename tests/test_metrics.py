@@ -158,3 +158,18 @@ async def test_a_request_is_counted_under_its_route_template(client: Client) -> 
     after = await scrape(client)
     labels = {"route": "/v1/a2a/agents", "method": "POST", "status": "201"}
     assert moved(before, after, "a2ac_http_requests_total", **labels) == 1
+
+
+async def test_an_open_event_stream_moves_the_streams_gauge(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    task = await start(client, agent)
+    before = await scrape(client)
+    headers = {"Accept": "text/event-stream", "Authorization": f"Bearer {client.bearer}"}
+    url = client.base + agent.task(task["id"]) + "/events"
+    async with client.session.get(url, headers=headers) as stream:
+        assert stream.status == 200
+        await stream.content.readline()  # the stream has begun
+        during = await scrape(client)
+    assert moved(before, during, "a2ac_sse_streams") == 1
