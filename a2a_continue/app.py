@@ -90,9 +90,13 @@ def create_app(
 
 def app_from_env() -> Edge:
     """Build the gateway of one ``serve --workers N`` worker from the environment."""
+    from a2a_continue.serving import settle_memory
+
     settings = load_settings()
     logs.configure(settings.log_format, settings.log_level)
-    return create_app(settings)
+    app = create_app(settings)
+    settle_memory()
+    return app
 
 
 # How long a stopping gateway gives cancelled requests to release their claims.

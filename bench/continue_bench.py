@@ -7,7 +7,8 @@ Each path is measured at concurrency 1 and 16 after a warm-up:
 - direct: the client posts the A2A request to the agent itself;
 - proxy: the same request through the bare pass-through;
 - follow-up and start: the gateway's routes.
-The gateway's CPU per request comes from /proc/<pid>/stat (its workers' too). Ratios within
+The CPU per request of the gateway (its workers included) and of the proxy comes from
+/proc/<pid>/stat. Ratios within
 one run hold on a noisy machine where absolute milliseconds do not. Usage:
     python bench/continue_bench.py [--requests 2000] [--warmup 200] [--workers 1] [--quick]
 """
@@ -198,6 +199,7 @@ async def wait_listening(
 async def measure(
     urls: dict[str, str], gateway_pid: int, token: str, n: int, warmup: int, procs: list[Any]
 ) -> list[dict[str, Any]]:
+    proxy_pid = procs[2].pid
     """Run every path at each concurrency; return one row per measurement."""
     auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     plain = {"Content-Type": "application/json"}
@@ -239,11 +241,12 @@ async def measure(
                 if only and only != f"{name}:{c}":
                     continue
                 await timed(warmup, c, call)
-                cpu = cpu_seconds(gateway_pid)
+                pid = proxy_pid if name == "proxy" else gateway_pid
+                cpu = cpu_seconds(pid)
                 began = time.perf_counter()
                 latencies = sorted(await timed(n, c, call))
                 wall = time.perf_counter() - began
-                cpu = cpu_seconds(gateway_pid) - cpu
+                cpu = cpu_seconds(pid) - cpu
                 rows.append(
                     {
                         "path": name,
@@ -251,7 +254,7 @@ async def measure(
                         "rps": n / wall,
                         "p50": percentile(latencies, 0.50),
                         "p99": percentile(latencies, 0.99),
-                        "cpu": cpu * 1000 / n if name in ("follow-up", "start") else None,
+                        "cpu": cpu * 1000 / n if name != "direct" else None,
                     }
                 )
                 print(_line(rows[-1]), flush=True)
@@ -280,6 +283,7 @@ def report(rows: list[dict[str, Any]]) -> None:
     print(f"gateway CPU per follow-up, c=16:     {cpu:.3f} ms (target <= 0.3)")
     print(f"gateway CPU per follow-up, c=1:      {by['follow-up', 1]['cpu']:.3f} ms")
     print(f"gateway CPU per start, c=16:         {by['start', 16]['cpu']:.3f} ms")
+    print(f"proxy CPU per request, c=16:         {by['proxy', 16]['cpu']:.3f} ms")
 
 
 # ---- orchestration ------------------------------------------------------------------------
@@ -378,7 +382,7 @@ def main() -> None:
         print(f"gateway pid {gateway.pid}", file=sys.stderr, flush=True)
         print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}, {os.cpu_count()} cores, "
               f"{args.requests} requests per point, gateway workers: {args.workers}")  # fmt: skip
-        print("| path      |  c |   req/s | p50 ms | p99 ms | gw CPU ms/req |")
+        print("| path      |  c |   req/s | p50 ms | p99 ms | CPU ms/req |")
         print("|---|---|---|---|---|---|")
         import uvloop
 
