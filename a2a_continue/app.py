@@ -15,7 +15,7 @@ from starlette.routing import Route
 from a2a_continue import handlers as h
 from a2a_continue import logs, metrics, telemetry
 from a2a_continue.auth import VerifiedTokens
-from a2a_continue.db import Pool, QueryLogger, create_pool
+from a2a_continue.db import HeldConnections, QueryLogger, create_pool
 from a2a_continue.gateway import Gateway
 from a2a_continue.live.hub import Hub
 from a2a_continue.live.streams import Streams
@@ -69,9 +69,10 @@ def create_app(
         hub = Hub(database_url, listen=settings.listen)
         streams = Streams(settings.max_streams)
         await hub.start()
-        gauges = asyncio.create_task(_pool_gauges(pool))
+        held = HeldConnections(pool, settings.pool_size)
+        gauges = asyncio.create_task(_pool_gauges(held))
         try:
-            yield {"gateway": Gateway(settings, pool, session, sealer, hub, streams)}
+            yield {"gateway": Gateway(settings, pool, session, sealer, hub, streams, held=held)}
         finally:
             gauges.cancel()
             await streams.close()
@@ -81,6 +82,7 @@ def create_app(
             with suppress(TimeoutError):
                 await asyncio.wait_for(edge.idle(), RELEASE_S)
             await session.close()
+            await held.close()
             await pool.close()
             metrics.worker_exited(os.getpid())
 
@@ -103,10 +105,10 @@ def app_from_env() -> Edge:
 RELEASE_S = 5.0
 
 
-async def _pool_gauges(pool: Pool, every_s: float = 1.0) -> None:
-    """Keep the pool gauges of this process current."""
+async def _pool_gauges(held: HeldConnections, every_s: float = 1.0) -> None:
+    """Keep the pool gauges of this process current (held connections are idle ones)."""
     while True:
-        metrics.db_pool(pool.get_size(), pool.get_idle_size())
+        metrics.db_pool(held.pool.get_size(), held.pool.get_idle_size() + len(held.idle))
         await asyncio.sleep(every_s)
 
 

@@ -11,7 +11,7 @@ import aiohttp
 import asyncpg
 
 from a2a_continue.agents import target_of
-from a2a_continue.db import Conn, Record
+from a2a_continue.db import Conn, HeldConnections, Record
 from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import DatabaseUnavailable
 from a2a_continue.live.hub import Hub
@@ -44,6 +44,7 @@ class Gateway:
     hub: Hub = field(default_factory=lambda: Hub(None, listen=False))
     streams: Streams = field(default_factory=lambda: Streams(1000))
     targets: dict[tuple[Any, ...], AgentTarget] = field(default_factory=dict)
+    held: HeldConnections | None = None
 
     def target(self, row: Record) -> AgentTarget:
         """The downstream target of an agent row; credentials opened and headers built once."""
@@ -65,8 +66,22 @@ class Gateway:
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Conn]:
         """Lend a pooled connection; a database that cannot be reached becomes a 503."""
+        if self.held is None:
+            try:
+                async with self.pool.acquire() as conn:
+                    yield conn
+            except DB_DOWN:
+                raise DatabaseUnavailable() from None
+            return
         try:
-            async with self.pool.acquire() as conn:
-                yield conn
+            conn = await self.held.acquire()
         except DB_DOWN:
             raise DatabaseUnavailable() from None
+        clean = False
+        try:
+            yield conn
+            clean = True
+        except DB_DOWN:
+            raise DatabaseUnavailable() from None
+        finally:
+            await self.held.release(conn, clean)
