@@ -9,23 +9,26 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
-import aiohttp
 from starlette.routing import Route
 
 from a2a_continue import handlers as h
 from a2a_continue import logs, metrics, telemetry
 from a2a_continue.auth import VerifiedTokens
+from a2a_continue.claims import sweeping_claims
 from a2a_continue.db import HeldConnections, QueryLogger, create_pool
+from a2a_continue.facade import handlers as facade
 from a2a_continue.gateway import Gateway
+from a2a_continue.isolation import agent_session
 from a2a_continue.live.hub import Hub
 from a2a_continue.live.streams import Streams
 from a2a_continue.middleware import Edge
 from a2a_continue.secrets import Sealer, decode_key
-from a2a_continue.settings import Settings, load_settings
+from a2a_continue.settings import Settings, check_jwt_secret, load_settings
 
 log = logging.getLogger(__name__)
 
-TASK = "/v1/a2a/{agent_id:uuid}/tasks/{task_id}"
+TASK = "/v1/a2a/{agent_id:uuid}/tasks/{task_id:task_id}"
+FACADE = "/a2a/{agent_id:uuid}"
 
 ROUTES = [
     Route("/healthz", h.healthz, methods=["GET"]),
@@ -42,6 +45,8 @@ ROUTES = [
     Route(TASK + "/messages", h.continue_task, methods=["POST"]),
     Route(TASK + "/cancel", h.cancel_task, methods=["POST"]),
     Route("/metrics", h.metrics, methods=["GET"]),
+    Route(FACADE + "/.well-known/agent-card.json", facade.agent_card, methods=["GET"]),
+    Route(FACADE, facade.agent_rpc, methods=["POST"]),
 ]
 
 
@@ -53,6 +58,7 @@ def create_app(
         raise ValueError("create_app needs settings.database_url")
     if not settings.jwt_secret:
         raise ValueError("A2AC_JWT_SECRET is not set")
+    check_jwt_secret(settings.jwt_secret)
     sealer = Sealer(decode_key(settings.encryption_key))
     database_url = settings.database_url
     routes = ROUTES if routes is None else routes
@@ -62,17 +68,19 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[dict[str, Any]]:
-        pool = await create_pool(database_url, settings.pool_size, on_query)
-        session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=200, limit_per_host=100)
+        pool = await create_pool(
+            database_url, settings.pool_size, on_query, timeout_s=settings.db_timeout_s
         )
+        session = agent_session(settings)
         hub = Hub(database_url, listen=settings.listen)
         streams = Streams(settings.max_streams)
         await hub.start()
         held = HeldConnections(pool, settings.pool_size)
         gauges = asyncio.create_task(_pool_gauges(held))
+        gateway = Gateway(settings, pool, session, sealer, hub, streams, held=held)
         try:
-            yield {"gateway": Gateway(settings, pool, session, sealer, hub, streams, held=held)}
+            async with sweeping_claims(gateway):
+                yield {"gateway": gateway}
         finally:
             gauges.cancel()
             await streams.close()

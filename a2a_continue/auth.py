@@ -13,6 +13,7 @@ import msgspec
 from starlette.types import Scope
 
 from a2a_continue.errors import Forbidden, Unauthorized
+from a2a_continue.limits import has_nul
 
 # Every shipped route and the permission it needs. A route missing here is denied.
 PERMISSIONS: dict[tuple[str, str], str] = {
@@ -23,12 +24,19 @@ PERMISSIONS: dict[tuple[str, str], str] = {
     ("DELETE", "/v1/a2a/agents/{agent_id:uuid}"): "a2a.delete",
     ("POST", "/v1/a2a/{agent_id:uuid}/messages"): "a2a.invoke",
     ("GET", "/v1/a2a/{agent_id:uuid}/tasks"): "a2a.read",
-    ("GET", "/v1/a2a/{agent_id:uuid}/tasks/{task_id}"): "a2a.read",
-    ("GET", "/v1/a2a/{agent_id:uuid}/tasks/{task_id}/events"): "a2a.read",
-    ("POST", "/v1/a2a/{agent_id:uuid}/tasks/{task_id}/messages"): "a2a.invoke",
-    ("POST", "/v1/a2a/{agent_id:uuid}/tasks/{task_id}/cancel"): "a2a.invoke",
+    ("GET", "/v1/a2a/{agent_id:uuid}/tasks/{task_id:task_id}"): "a2a.read",
+    ("GET", "/v1/a2a/{agent_id:uuid}/tasks/{task_id:task_id}/events"): "a2a.read",
+    ("POST", "/v1/a2a/{agent_id:uuid}/tasks/{task_id:task_id}/messages"): "a2a.invoke",
+    ("POST", "/v1/a2a/{agent_id:uuid}/tasks/{task_id:task_id}/cancel"): "a2a.invoke",
+    ("GET", "/a2a/{agent_id:uuid}/.well-known/agent-card.json"): "a2a.read",
+    ("POST", "/a2a/{agent_id:uuid}"): "per-method",
     ("GET", "/metrics"): "a2a.metrics",
 }
+
+# The permission of a route whose handler checks one per request (the A2A façade's
+# JSON-RPC endpoint: a2a.invoke to send or cancel, a2a.read to read); the middleware
+# still requires a valid token.
+PER_METHOD = "per-method"
 
 # Routes that answer without a token.
 PUBLIC: frozenset[tuple[str, str]] = frozenset({("GET", "/healthz"), ("GET", "/readyz")})
@@ -76,6 +84,8 @@ def caller_from_token(token: str, secret: str) -> Caller:
         raise Unauthorized(f"the token is invalid: {exc}") from None
     if not parsed.sub:
         raise Unauthorized("the token is invalid: sub is empty")
+    if has_nul(parsed.sub, *parsed.teams):
+        raise Unauthorized("the token is invalid: sub and teams must not contain U+0000")
     return Caller(
         sub=parsed.sub,
         permissions=frozenset(parsed.permissions),
@@ -129,22 +139,25 @@ def mint_token(
 
 def bearer_token(scope: Scope) -> str:
     """Return the bearer token of the request; raise Unauthorized when there is none."""
-    for name, value in scope["headers"]:
-        if name == b"authorization":
-            header: str = value.decode("latin-1")
-            kind, _, token = header.partition(" ")
-            if kind.lower() != "bearer" or not token.strip():
-                raise Unauthorized("the Authorization header must be 'Bearer <token>'")
-            return token.strip()
-    raise Unauthorized("an Authorization: Bearer token is required")
+    values = [value for name, value in scope["headers"] if name == b"authorization"]
+    if len(values) > 1:
+        raise Unauthorized("send one Authorization header, not several")
+    if not values:
+        raise Unauthorized("an Authorization: Bearer token is required")
+    header: str = values[0].decode("latin-1")
+    kind, _, token = header.partition(" ")
+    if kind.lower() != "bearer" or not token.strip():
+        raise Unauthorized("the Authorization header must be 'Bearer <token>'")
+    return token.strip()
 
 
 def check_permission(caller: Caller, method: str, path: str) -> None:
-    """Refuse with 403 unless the route is in the table and the caller holds its permission."""
+    """Refuse with 403 unless the route is in the table and the caller holds its permission
+    (a per-method route checks each method's permission itself)."""
     permission = PERMISSIONS.get((method, path))
     if permission is None:
         raise Forbidden(f"{method} {path} is not in the permission table")
-    if not caller.may(permission):
+    if permission != PER_METHOD and not caller.may(permission):
         raise Forbidden(f"this route needs the {permission!r} permission")
 
 

@@ -16,7 +16,7 @@ from a2a_continue import logs
 from a2a_continue.auth import mint_token
 from a2a_continue.db import migrate_url
 from a2a_continue.secrets import EncryptionKeyError, decode_key, load_or_create_secrets
-from a2a_continue.settings import Settings, SettingsError, load_settings
+from a2a_continue.settings import Settings, SettingsError, check_jwt_secret, load_settings
 
 ADMIN = "admin@localhost"
 
@@ -57,6 +57,11 @@ def serve(settings: Settings) -> int:
         settings, _generated = with_generated_secrets(settings)
     elif not (settings.jwt_secret and settings.encryption_key):
         print("A2AC_JWT_SECRET and A2AC_ENCRYPTION_KEY must be set", file=sys.stderr)
+        return 2
+    try:
+        check_jwt_secret(settings.jwt_secret)
+    except SettingsError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
         return 2
     with database(settings) as ready:
         assert ready.database_url

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,7 @@ from a2a_continue.agents import target_of
 from a2a_continue.db import Conn, HeldConnections, Record
 from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import DatabaseUnavailable
+from a2a_continue.isolation import AgentSlots
 from a2a_continue.live.hub import Hub
 from a2a_continue.live.streams import Streams
 from a2a_continue.secrets import Sealer
@@ -27,6 +29,8 @@ DB_DOWN = (
     asyncpg.TooManyConnectionsError,
     asyncpg.InterfaceError,
 )
+# What a database that does not answer in time raises (the client's or the server's timer).
+DB_SLOW = (TimeoutError, asyncpg.QueryCanceledError)
 
 # Agent targets kept per process; a changed row (new URL, credentials…) makes a new key.
 TARGETS_KEPT = 1024
@@ -45,6 +49,10 @@ class Gateway:
     streams: Streams = field(default_factory=lambda: Streams(1000))
     targets: dict[tuple[Any, ...], AgentTarget] = field(default_factory=dict)
     held: HeldConnections | None = None
+    slots: AgentSlots = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "slots", AgentSlots(self.settings.agent_concurrency))
 
     def target(self, row: Record) -> AgentTarget:
         """The downstream target of an agent row; credentials opened and headers built once."""
@@ -65,23 +73,31 @@ class Gateway:
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Conn]:
-        """Lend a pooled connection; a database that cannot be reached becomes a 503."""
-        if self.held is None:
-            try:
-                async with self.pool.acquire() as conn:
-                    yield conn
-            except DB_DOWN:
-                raise DatabaseUnavailable() from None
-            return
+        """Lend a pooled connection; a database that cannot be reached, or does not answer
+        within ``db_timeout_s`` (to lend a connection or to run a statement), is a 503."""
+        bound = self.settings.db_timeout_s
+        slow = f"the database did not answer within {bound:g} s; try again shortly"
         try:
-            conn = await self.held.acquire()
+            if self.held is not None:
+                conn = await self.held.acquire(bound)
+            else:
+                conn = await self.pool.acquire(timeout=bound)
+        except DB_SLOW:
+            raise DatabaseUnavailable(slow) from None
         except DB_DOWN:
             raise DatabaseUnavailable() from None
         clean = False
         try:
             yield conn
             clean = True
+        except DB_SLOW:
+            raise DatabaseUnavailable(slow) from None
         except DB_DOWN:
             raise DatabaseUnavailable() from None
         finally:
-            await self.held.release(conn, clean)
+            if self.held is not None:
+                await self.held.release(conn, clean)
+            else:
+                # The pool finishes a release it has begun even when this wait gives up.
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(self.pool.release(conn), bound)

@@ -34,6 +34,7 @@ from a2a_continue.errors import (
 )
 from a2a_continue.logs import RequestLog
 from a2a_continue.metrics import UNMATCHED, HttpSeries
+from a2a_continue.paths import refused_text, routing_path
 from a2a_continue.telemetry import RequestInfo
 
 log = logging.getLogger(__name__)
@@ -182,6 +183,11 @@ class Edge:
                 message["headers"] = [*message.get("headers", ()), echo]
             await send(message)
 
+        refused = refused_text(scope)
+        raw = scope.get("raw_path")
+        if raw and b"%" in raw:
+            # Route on the path as the client encoded it: an encoded '/' stays in its segment.
+            scope = {**scope, "path": routing_path(raw.partition(b"?")[0])}
         entry, allowed, params = self.match(scope)
         self.inflight += 1
         self._idle.clear()
@@ -189,10 +195,10 @@ class Edge:
             if telemetry.tracing():
                 route = entry.template if entry else UNMATCHED
                 with telemetry.request_span(info, scope["method"], route) as span:
-                    await self.guarded(scope, receive, reply, entry, allowed, params, info)
+                    await self.guarded(scope, receive, reply, entry, allowed, params, info, refused)
                     span.set_attribute("http.response.status_code", status)
             else:
-                await self.guarded(scope, receive, reply, entry, allowed, params, info)
+                await self.guarded(scope, receive, reply, entry, allowed, params, info, refused)
         finally:
             self.inflight -= 1
             if not self.inflight:
@@ -208,6 +214,7 @@ class Edge:
         allowed: bool,
         params: dict[str, Any],
         info: RequestInfo,
+        refused: AppError | None,
     ) -> None:
         """Authorize and run the handler; render what it raises as problem+json."""
         started = False
@@ -218,6 +225,8 @@ class Edge:
             await send(message)
 
         try:
+            if refused is not None:
+                raise refused
             caller = self.permit(scope, entry, allowed)
             assert entry is not None
             if caller is not None:

@@ -84,9 +84,16 @@ async def exchange(
     began = time.perf_counter()
     outcome: str | None = None
     try:
-        with agent_span(method, target.endpoint_url):
+        with (
+            gw.slots.slot(target.agent_id or target.endpoint_url),
+            agent_span(method, target.endpoint_url),
+        ):
             reply = await post_rpc(
-                gw.session, target, payload, gw.settings.max_agent_response_bytes
+                gw.session,
+                target,
+                payload,
+                gw.settings.max_agent_response_bytes,
+                gw.settings.agent_networks,
             )
         try:
             answer = protocol.parse_answer(target.protocol_version, reply.body)
