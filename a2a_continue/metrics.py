@@ -105,9 +105,9 @@ def followup(outcome: str) -> None:
     _child(FOLLOWUPS, outcome).inc()
 
 
-def claim_expired() -> None:
-    """Count a claim that had expired when another follow-up took the task."""
-    CLAIMS_EXPIRED.inc()
+def claim_expired(count: int = 1) -> None:
+    """Count claims found expired (taken over by a follow-up, or released by the sweep)."""
+    CLAIMS_EXPIRED.inc(count)
 
 
 def sse_stream(delta: int) -> None:
