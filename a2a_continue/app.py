@@ -12,8 +12,7 @@ from typing import Any
 from starlette.routing import Route
 
 from a2a_continue import handlers as h
-from a2a_continue import logs, metrics, telemetry
-from a2a_continue.auth import VerifiedTokens
+from a2a_continue import logs, metrics, openapi, telemetry
 from a2a_continue.claims import sweeping_claims
 from a2a_continue.db import HeldConnections, QueryLogger, create_pool
 from a2a_continue.facade import handlers as facade
@@ -24,6 +23,7 @@ from a2a_continue.live.streams import Streams
 from a2a_continue.middleware import Edge
 from a2a_continue.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings, check_jwt_secret, load_settings
+from a2a_continue.tokens import TokenVerifier
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,7 @@ ROUTES = [
     Route(TASK + "/messages", h.continue_task, methods=["POST"]),
     Route(TASK + "/cancel", h.cancel_task, methods=["POST"]),
     Route("/metrics", h.metrics, methods=["GET"]),
+    *openapi.ROUTES,
     Route(FACADE + "/.well-known/agent-card.json", facade.agent_card, methods=["GET"]),
     Route(FACADE, facade.agent_rpc, methods=["POST"]),
 ]
@@ -56,12 +57,14 @@ def create_app(
     """Build the gateway for ``settings`` (``routes`` and ``on_query`` serve the tests)."""
     if not settings.database_url:
         raise ValueError("create_app needs settings.database_url")
-    if not settings.jwt_secret:
-        raise ValueError("A2AC_JWT_SECRET is not set")
-    check_jwt_secret(settings.jwt_secret)
+    if not (settings.jwt_secret or settings.jwks_url):
+        raise ValueError("neither A2AC_JWT_SECRET nor A2AC_JWKS_URL is set")
+    if settings.jwt_secret:
+        check_jwt_secret(settings.jwt_secret)
     sealer = Sealer(decode_key(settings.encryption_key))
     database_url = settings.database_url
     routes = ROUTES if routes is None else routes
+    tokens = TokenVerifier(settings)
 
     if telemetry.setup_tracing():
         on_query = _both(on_query, telemetry.statement_span)
@@ -94,7 +97,7 @@ def create_app(
             await pool.close()
             metrics.worker_exited(os.getpid())
 
-    edge = Edge(routes, VerifiedTokens(settings.jwt_secret), lifespan)
+    edge = Edge(routes, tokens, lifespan)
     return edge
 
 

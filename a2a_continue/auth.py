@@ -6,7 +6,7 @@ import math
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import jwt
 import msgspec
@@ -39,7 +39,15 @@ PERMISSIONS: dict[tuple[str, str], str] = {
 PER_METHOD = "per-method"
 
 # Routes that answer without a token.
-PUBLIC: frozenset[tuple[str, str]] = frozenset({("GET", "/healthz"), ("GET", "/readyz")})
+PUBLIC: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("GET", "/healthz"),
+        ("GET", "/readyz"),
+        ("GET", "/openapi.json"),
+        ("GET", "/docs"),
+        ("GET", "/docs/{asset}"),
+    }
+)
 
 
 class Caller(msgspec.Struct, frozen=True, kw_only=True):
@@ -103,7 +111,7 @@ class VerifiedTokens:
         self.size = size
         self._callers: dict[str, Caller] = {}
 
-    def caller(self, token: str) -> Caller:
+    async def caller(self, token: str) -> Caller:
         """Return the token's caller; raise Unauthorized for a bad or expired token."""
         known = self._callers.get(token)
         if known is not None and known.expires_at > time.time():
@@ -159,6 +167,12 @@ def check_permission(caller: Caller, method: str, path: str) -> None:
         raise Forbidden(f"{method} {path} is not in the permission table")
     if permission != PER_METHOD and not caller.may(permission):
         raise Forbidden(f"this route needs the {permission!r} permission")
+
+
+class TokenSource(Protocol):
+    """What turns a bearer token into a caller (``tokens.TokenVerifier`` in the app)."""
+
+    async def caller(self, token: str) -> Caller: ...
 
 
 # The scoping predicates: $1 = caller sub, $2 = caller teams, $3 = caller is admin.

@@ -24,7 +24,7 @@ from starlette.routing import BaseRoute, Match, Route, Router
 from starlette.types import Message, Receive, Scope, Send
 
 from a2a_continue import auth, telemetry
-from a2a_continue.auth import Caller, VerifiedTokens
+from a2a_continue.auth import Caller, TokenSource
 from a2a_continue.errors import (
     AppError,
     MethodNotAllowed,
@@ -99,7 +99,7 @@ class Entry:
 class Edge:
     """The gateway as an ASGI app: the routes behind the one layer, and the lifespan."""
 
-    def __init__(self, routes: Sequence[BaseRoute], tokens: VerifiedTokens, lifespan: Any) -> None:
+    def __init__(self, routes: Sequence[BaseRoute], tokens: TokenSource, lifespan: Any) -> None:
         self.routes = list(routes)
         self.entries = [Entry.of(route) for route in routes]
         self.tokens = tokens
@@ -145,12 +145,12 @@ class Edge:
                 methods |= entry.methods
         return ", ".join(sorted(methods))
 
-    def permit(self, scope: Scope, entry: Entry | None, allowed: bool) -> Caller | None:
+    async def permit(self, scope: Scope, entry: Entry | None, allowed: bool) -> Caller | None:
         """The caller allowed to make this request (None on a public route), or the refusal."""
         method = "GET" if scope["method"] == "HEAD" else scope["method"]
         if entry is not None and allowed and (method, entry.path) in auth.PUBLIC:
             return None
-        caller = self.tokens.caller(auth.bearer_token(scope))
+        caller = await self.tokens.caller(auth.bearer_token(scope))
         if entry is None:
             raise NotFound(f"no route matches {scope['path']}")
         if not allowed:
@@ -227,7 +227,7 @@ class Edge:
         try:
             if refused is not None:
                 raise refused
-            caller = self.permit(scope, entry, allowed)
+            caller = await self.permit(scope, entry, allowed)
             assert entry is not None
             if caller is not None:
                 info.sub = caller.sub
