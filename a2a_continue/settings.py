@@ -39,6 +39,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     watch_pickup_s: float = 5.0
     watch_poll_base_s: float = 1.0
     watch_poll_max_s: float = 30.0
+    workers: int = 1
+    drain_s: float = 30.0
+    log_format: str = "text"
+    log_level: str = "info"
     jwks_url: str = ""
     jwt_issuer: str = ""
     jwt_audience: str = ""
@@ -136,6 +140,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         watch_pickup_s=_number(env, "A2AC_WATCH_PICKUP_S", 5.0),
         watch_poll_base_s=_number(env, "A2AC_WATCH_POLL_BASE_S", 1.0),
         watch_poll_max_s=_number(env, "A2AC_WATCH_POLL_MAX_S", 30.0),
+        workers=_integer(env, "A2AC_WORKERS", 1, high=256),
+        drain_s=_number(env, "A2AC_DRAIN_S", 30.0),
+        log_format=_choice(env, "A2AC_LOG_FORMAT", ("text", "json")),
+        log_level=_choice(env, "A2AC_LOG_LEVEL", ("info", "debug", "warning", "error")),
         jwks_url=_http_url(env, "A2AC_JWKS_URL"),
         jwt_issuer=env.get("A2AC_JWT_ISSUER", ""),
         jwt_audience=env.get("A2AC_JWT_AUDIENCE", ""),
@@ -164,3 +172,11 @@ def _check_watch(settings: Settings) -> Settings:
     if settings.watch_poll_base_s > settings.watch_poll_max_s:
         raise SettingsError("A2AC_WATCH_POLL_BASE_S must not exceed A2AC_WATCH_POLL_MAX_S")
     return settings
+
+
+def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
+    """One of ``allowed`` (any case); the first is the default."""
+    raw = (env.get(name) or allowed[0]).strip().lower()
+    if raw not in allowed:
+        raise SettingsError(f"{name} must be one of {', '.join(allowed)}; got {env[name]!r}")
+    return raw

@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from a2a_continue import protocol
+from a2a_continue import metrics, protocol
 from a2a_continue.agent_stream import stream_rpc
 from a2a_continue.agents import streams, target_of
 from a2a_continue.db import Record
@@ -185,6 +185,7 @@ class Watcher:
             previous[1].cancel()
         task = asyncio.create_task(self._run(row), name=f"watch of task {row['task_id']}")
         self._following[row_id] = (token, task)
+        metrics.watched_tasks(len(self._following))
 
     async def _run(self, row: Record) -> None:
         row_id, token = row["row_id"], row["watch_token"]
@@ -201,6 +202,7 @@ class Watcher:
             entry = self._following.get(row_id)
             if entry is not None and entry[0] == token:
                 del self._following[row_id]
+                metrics.watched_tasks(len(self._following))
 
     def _watch_of(self, row: Record) -> Watch:
         return Watch(
