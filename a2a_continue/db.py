@@ -102,8 +102,19 @@ class HeldConnections:
 
     async def acquire(self, wait_s: float | None = None) -> Any:
         """A connection: a held one if any, else one from the pool (waiting up to wait_s)."""
-        if self.idle:
-            return self.idle.pop()
+        while self.idle:
+            # A connection whose server end went away while it waited here (a restart, a
+            # terminated backend) goes back to the pool, which replaces it, rather than a
+            # caller getting a 503 for it.
+            conn = self.idle.pop()
+            try:
+                if not conn.is_closed():
+                    return conn
+            except asyncpg.InterfaceError:  # asyncpg gave it back itself when it closed
+                self.out -= 1
+                continue
+            self.out -= 1
+            await self.pool.release(conn)
         if self.out < self.keep:
             self.out += 1
             try:
