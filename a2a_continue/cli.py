@@ -16,6 +16,7 @@ import uvicorn
 
 from a2a_continue.auth import mint_token
 from a2a_continue.db import migrate_url
+from a2a_continue.embedded import EmbeddedUnavailable
 from a2a_continue.secrets import EncryptionKeyError, decode_key, load_or_create_secrets
 from a2a_continue.settings import Settings, SettingsError, check_jwt_secret, load_settings
 from a2a_continue.startup import (
@@ -180,6 +181,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; a missing embedded PostgreSQL is one line and exit status 2."""
+    try:
+        return _main(argv)
+    except EmbeddedUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None = None) -> int:
     """Run the command line."""
     args = parser().parse_args(argv)
     if args.command == "sample-agent":
