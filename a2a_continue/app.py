@@ -20,6 +20,7 @@ from a2a_continue.auth import PermissionMiddleware
 from a2a_continue.db import QueryLogger, create_pool
 from a2a_continue.errors import AppError, problem_response
 from a2a_continue.gateway import Gateway
+from a2a_continue.idempotency import Replayed, on_replayed, start_sweeper, stop_sweeper
 from a2a_continue.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings
 
@@ -83,9 +84,11 @@ def create_app(
         session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=200, limit_per_host=100)
         )
+        sweeper = start_sweeper(pool, settings.idempotency_sweep_s)
         try:
             yield {"gateway": Gateway(settings, pool, session, sealer)}
         finally:
+            await stop_sweeper(sweeper)
             await session.close()
             await pool.close()
 
@@ -95,6 +98,7 @@ def create_app(
         exception_handlers={
             AppError: on_app_error,
             HTTPException: on_http_error,
+            Replayed: on_replayed,
             Exception: on_unexpected,
         },
         lifespan=lifespan,

@@ -21,6 +21,7 @@ from a2a_continue.errors import (
     TaskTerminal,
 )
 from a2a_continue.gateway import Gateway
+from a2a_continue.idempotency import Slot, key_cte
 from a2a_continue.models import ContinueBody, Message, check_send_body
 from a2a_continue.outbound import Forwarded, check_role, exchange, outgoing_message, send_payload
 from a2a_continue.tasks import TERMINAL_SQL, record_new_task, record_outcome
@@ -30,8 +31,10 @@ log = logging.getLogger(__name__)
 # Find the visible task and, in the same statement, claim it for one follow-up: the claim
 # is taken only when the task is not terminal, its context matches and no live claim holds
 # it. A holder that dies leaves a claim that expires after the agent's timeout plus a margin.
+# A follow-up with an Idempotency-Key ($10, NULL without one) takes its key first, here too,
+# and claims the task only when the key is its own: a retry finds the key, not a busy task.
 CLAIM_TASK = f"""
-WITH target AS (
+WITH {key_cte(caller="$1", agent="$4", request="$10")}, target AS (
     SELECT t.id AS row_id, t.task_id, t.state, t.context_id, t.team_id, a.id AS agent_id,
            a.endpoint_url, a.protocol_version, a.auth_sealed, a.timeout_seconds
     FROM a2a_tasks t JOIN a2a_agents a ON a.id = t.agent_id
@@ -45,10 +48,16 @@ WITH target AS (
       AND t.state NOT IN {TERMINAL_SQL}
       AND ($7::text IS NULL OR t.context_id = $7)
       AND (t.claim_expires_at IS NULL OR t.claim_expires_at < now())
+      AND ($10::jsonb IS NULL OR EXISTS (SELECT 1 FROM idem WHERE idem.key_mine))
     RETURNING t.id, t.state
 )
-SELECT target.*, claimed.id IS NOT NULL AS claimed, COALESCE(claimed.state, target.state) AS now
-FROM target LEFT JOIN claimed ON claimed.id = target.row_id
+SELECT target.*, claimed.id IS NOT NULL AS claimed, COALESCE(claimed.state, target.state) AS now,
+       idem.*
+FROM (SELECT) AS one
+LEFT JOIN target ON true
+LEFT JOIN claimed ON claimed.id = target.row_id
+LEFT JOIN idem ON true
+WHERE target.row_id IS NOT NULL OR idem.key_mine IS NOT NULL
 """
 
 RELEASE_CLAIM = """
@@ -85,8 +94,10 @@ async def claim_task(
     task_id: str,
     client_context: str | None,
     claim: uuid.UUID,
+    key: Slot | None = None,
 ) -> Record:
-    """Find the visible task and claim it; raise 404, 400 or 409 otherwise."""
+    """Find the visible task and claim it (with ``key``: first take the key); raise 404, 400
+    or 409 otherwise."""
     async with gw.connection() as conn:
         row = await conn.fetchrow(
             CLAIM_TASK,
@@ -97,8 +108,11 @@ async def claim_task(
             client_context,
             gw.settings.agent_timeout_s,
             gw.settings.claim_margin_s,
+            key.param() if key is not None else None,
         )
-    if row is None:
+    if key is not None:
+        key.settle(row)
+    if row is None or row["row_id"] is None:
         raise NotFound(f"task {task_id} not found")
     if not row["claimed"]:
         raise refusal(row, client_context)
@@ -211,7 +225,12 @@ class FollowUp:
 
 
 async def continue_task(
-    gw: Gateway, caller: Caller, agent_id: uuid.UUID, task_id: str, body: ContinueBody
+    gw: Gateway,
+    caller: Caller,
+    agent_id: uuid.UUID,
+    task_id: str,
+    body: ContinueBody,
+    key: Slot | None = None,
 ) -> Forwarded:
     """Send a follow-up to a task, one at a time, and record what came of it."""
     check_send_body(body)
@@ -219,7 +238,7 @@ async def continue_task(
     check_owned_ids(body.message, task_id)
     client_context = body.message.context_id if body.message else None
     claim = uuid.uuid4()
-    row = await claim_task(gw, caller, agent_id, task_id, client_context, claim)
+    row = await claim_task(gw, caller, agent_id, task_id, client_context, claim, key)
     follow_up = FollowUp(gw, caller, row, claim)
     try:
         target = target_of(row, gw.sealer, gw.settings.agent_timeout_s)

@@ -8,7 +8,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from a2a_continue import agents, continuation, invoke, tasks
+from a2a_continue import agents, continuation, idempotency, invoke, tasks
 from a2a_continue.auth import Caller
 from a2a_continue.errors import PayloadTooLarge
 from a2a_continue.gateway import Gateway
@@ -123,9 +123,13 @@ async def delete_agent(request: Request) -> Response:
 
 async def start_task(request: Request) -> Response:
     """Send a first message to an agent."""
-    body = decode_body(await read_body(request), StartBody)
-    result = await invoke.start_task(_gateway(request), _caller(request), _agent_id(request), body)
-    return forwarded(result)
+    raw = await read_body(request)
+    body = decode_body(raw, StartBody)
+    async with idempotency.for_request(request, raw, "start") as slot:
+        result = await invoke.start_task(
+            _gateway(request), _caller(request), _agent_id(request), body
+        )
+        return slot.keep(forwarded(result))
 
 
 async def list_tasks(request: Request) -> Response:
@@ -161,15 +165,18 @@ async def list_events(request: Request) -> Response:
 
 async def continue_task(request: Request) -> Response:
     """Send a follow-up message to a task."""
-    body = decode_body(await read_body(request), ContinueBody)
-    result = await continuation.continue_task(
-        _gateway(request),
-        _caller(request),
-        _agent_id(request),
-        request.path_params["task_id"],
-        body,
-    )
-    return forwarded(result)
+    raw = await read_body(request)
+    body = decode_body(raw, ContinueBody)
+    async with idempotency.for_request(request, raw, "continue", with_claim=True) as slot:
+        result = await continuation.continue_task(
+            _gateway(request),
+            _caller(request),
+            _agent_id(request),
+            request.path_params["task_id"],
+            body,
+            key=slot,
+        )
+        return slot.keep(forwarded(result))
 
 
 async def cancel_task(request: Request) -> Response:
@@ -177,7 +184,8 @@ async def cancel_task(request: Request) -> Response:
     raw = await read_body(request)
     if raw.strip():
         decode_body(raw, CancelBody)
-    task = await invoke.cancel_task(
-        _gateway(request), _caller(request), _agent_id(request), request.path_params["task_id"]
-    )
-    return json_response(task)
+    async with idempotency.for_request(request, raw, "cancel") as slot:
+        task = await invoke.cancel_task(
+            _gateway(request), _caller(request), _agent_id(request), request.path_params["task_id"]
+        )
+        return slot.keep(json_response(task))

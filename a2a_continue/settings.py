@@ -30,6 +30,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     max_agent_response_bytes: int = 8 * MIB
     claim_margin_s: float = 5.0
     pool_size: int = 10
+    idempotency_ttl_s: float = 86400.0
+    idempotency_sweep_s: float = 300.0
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -69,4 +71,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         max_agent_response_bytes=_integer(env, "A2AC_MAX_AGENT_RESPONSE_BYTES", 8 * MIB),
         claim_margin_s=_number(env, "A2AC_CLAIM_MARGIN_S", 5.0),
         pool_size=_integer(env, "A2AC_POOL_SIZE", 10),
+        idempotency_ttl_s=_number(env, "A2AC_IDEMPOTENCY_TTL_S", 86400.0),
+        idempotency_sweep_s=_number(env, "A2AC_IDEMPOTENCY_SWEEP_S", 300.0),
     )
