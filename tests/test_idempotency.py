@@ -1,0 +1,782 @@
+"""Safe retries (SPEC §10): an ``Idempotency-Key`` on start, continue and cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import asyncpg
+import msgspec
+import pytest
+from aiohttp import web
+from starlette.responses import StreamingResponse
+
+from a2a_continue.app import create_app
+from a2a_continue.auth import Caller
+from a2a_continue.db import create_pool
+from a2a_continue.gateway import Gateway
+from a2a_continue.idempotency import idempotent, request_hash, sweep
+from a2a_continue.secrets import Sealer, decode_key
+from a2a_continue.settings import Settings
+from tests import test_continue_concurrency as processes
+from tests.conftest import Client, Response, token
+from tests.servers import serve_asgi
+from tests.test_continue import (
+    BUSY_TYPE,
+    Agent,
+    StartFake,
+    WeatherFake,
+    assert_problem,
+    events,
+    register,
+    register_fake,
+    rpc_error,
+    rpc_result,
+    start,
+    task_body,
+)
+from tests.test_continue_concurrency import GatewayProcess, HeldAgent, two_gateways
+
+JSON = dict[str, Any]
+
+# The cross-process fixtures: gateways as `a2a-continue serve` processes, a holding agent.
+spawn_gateway = processes.spawn_gateway
+session = processes.session
+held = processes.held
+
+ALICE = "alice@example.com"
+BOB = "bob@example.com"
+PROBLEM = "urn:a2a-continue:problem:"
+REUSED = PROBLEM + "idempotency-key-reused"
+IN_FLIGHT = PROBLEM + "idempotency-key-in-flight"
+STREAMED = PROBLEM + "idempotency-key-streamed"
+
+
+def keyed(key: str) -> dict[str, str]:
+    return {"Idempotency-Key": key}
+
+
+@pytest.fixture(autouse=True)
+async def no_keys(db: asyncpg.Connection) -> None:
+    """Every test starts without idempotency keys (alice reuses key names across tests)."""
+    await db.execute("TRUNCATE a2a_idempotency_keys")
+
+
+async def key_rows(db: asyncpg.Connection) -> list[asyncpg.Record]:
+    return list(await db.fetch("SELECT * FROM a2a_idempotency_keys ORDER BY caller, key"))
+
+
+def assert_replay_of(first: Response, again: Response) -> None:
+    """``again`` is ``first`` replayed: the same status, bytes and headers, marked replayed."""
+    assert again.status == first.status, again.raw
+    assert again.raw == first.raw
+    for name in ("Content-Type", "A2A-Task-State"):
+        assert again.headers.get(name) == first.headers.get(name), name
+    assert "Idempotent-Replayed" not in first.headers
+    assert again.headers["Idempotent-Replayed"] == "true"
+
+
+def cancel_path(agent: Agent, task_id: str) -> str:
+    return agent.task(task_id) + "/cancel"
+
+
+def start_path(agent: Agent) -> str:
+    return f"/v1/a2a/{agent.id}/messages"
+
+
+async def task_id_of(r: Response) -> str:
+    result = r.json()["result"]
+    return str(result["task"]["id"] if "task" in result else result["id"])
+
+
+class Scripted:
+    """A 1.0 agent that starts T1 in input-required and answers follow-ups from a script.
+
+    Each follow-up pops the next step: a coroutine function of the request.
+    """
+
+    def __init__(self, *steps: Callable[[JSON], Awaitable[Any]]) -> None:
+        self.steps = list(steps)
+        self.follow_ups = 0
+
+    async def __call__(self, request: JSON) -> Any:
+        if "taskId" not in request["params"]["message"]:
+            return rpc_result(request, task_body("1.0", "T1", "input-required", "C1"))
+        self.follow_ups += 1
+        return await self.steps.pop(0)(request)
+
+
+async def asks_again(request: JSON) -> JSON:
+    return rpc_result(request, task_body("1.0", "T1", "input-required", "C1"))
+
+
+async def completes(request: JSON) -> JSON:
+    return rpc_result(request, task_body("1.0", "T1", "completed", "C1"))
+
+
+async def not_json(request: JSON) -> web.Response:
+    return web.Response(body=b"<html>oops</html>", content_type="text/html")
+
+
+async def too_slow(request: JSON) -> JSON:
+    await asyncio.sleep(1.0)
+    return await completes(request)
+
+
+# ---- replays ------------------------------------------------------------------------------
+
+
+async def test_start_replay_is_byte_identical_without_agent_call_or_event(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    body = {"text": "weather?"}
+
+    first = await client.call("POST", start_path(agent), body, headers=keyed("start-1"))
+    again = await client.call("POST", start_path(agent), body, headers=keyed("start-1"))
+
+    assert first.status == 200, first.raw
+    assert first.headers["A2A-Task-State"] == "input-required"
+    assert_replay_of(first, again)
+    assert len(agent.received) == 1
+    task_id = await task_id_of(first)
+    assert [e["type"] for e in await events(client, agent, task_id)] == ["task_created"]
+    assert await db.fetchval("SELECT count(*) FROM a2a_tasks") == 1
+
+
+async def test_key_row_keeps_route_agent_request_hash_and_answer(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    path = start_path(agent)
+    raw = msgspec.json.encode({"text": "weather?"})
+
+    r = await client.call("POST", path, data=raw, headers=keyed("start-1"))
+
+    [row] = await key_rows(db)
+    assert (row["caller"], row["key"], row["route"]) == (ALICE, "start-1", "start")
+    assert row["agent_id"] == uuid.UUID(agent.id)
+    assert (
+        bytes(row["request_hash"])
+        == hashlib.sha256(b"POST\0" + path.encode() + b"\0" + raw).digest()
+    )
+    assert (row["status"], row["task_state"]) == (200, "input-required")
+    assert row["content_type"] == r.headers["Content-Type"]
+    assert bytes(row["body"]) == r.raw
+    assert row["locked_until"] is None
+    assert row["expires_at"] > row["created_at"]
+
+
+async def test_continue_replay_is_byte_identical_without_agent_call_or_event(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    task = await start(client, agent)
+    path = agent.messages(task["id"])
+
+    first = await client.call("POST", path, {"text": "Paris"}, headers=keyed("k"))
+    again = await client.call("POST", path, {"text": "Paris"}, headers=keyed("k"))
+
+    assert first.status == 200, first.raw
+    assert first.headers["A2A-Task-State"] == "completed"
+    # The task is terminal now: only a replay can still answer 200.
+    assert_replay_of(first, again)
+    assert len(agent.received) == 2
+    logged = await events(client, agent, task["id"])
+    assert [e["type"] for e in logged] == ["task_created", "task_continued"]
+
+
+async def test_continue_replays_an_agent_json_rpc_error(
+    client: Client, fake_agent: StartFake
+) -> None:
+    async def refuses(request: JSON) -> JSON:
+        return rpc_error(request, -32004, "not now")
+
+    script = Scripted(refuses, completes)
+    agent = await register_fake(client, fake_agent, script)
+    await start(client, agent)
+
+    first = await client.call("POST", agent.messages("T1"), {"text": "Paris"}, headers=keyed("k"))
+    again = await client.call("POST", agent.messages("T1"), {"text": "Paris"}, headers=keyed("k"))
+
+    assert first.status == 200, first.raw
+    assert first.json()["error"]["code"] == -32004
+    assert_replay_of(first, again)
+    assert script.follow_ups == 1
+    assert len(await events(client, agent, "T1")) == 2
+
+
+async def test_cancel_replay_is_byte_identical_without_agent_call_or_event(
+    client: Client, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    task = await start(client, agent)
+
+    first = await client.call("POST", cancel_path(agent, task["id"]), headers=keyed("c"))
+    again = await client.call("POST", cancel_path(agent, task["id"]), headers=keyed("c"))
+
+    assert first.status == 200, first.raw
+    assert first.json()["state"] == "canceled"
+    assert_replay_of(first, again)
+    assert [r["method"] for r in agent.received] == ["SendMessage", "CancelTask"]
+    logged = await events(client, agent, task["id"])
+    assert [e["type"] for e in logged] == ["task_created", "task_canceled"]
+
+
+async def test_cancel_refused_by_the_agent_is_kept_and_replayed(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    async def handler(request: JSON) -> JSON:
+        if request["method"] == "CancelTask":
+            return rpc_error(request, -32002, "too late to cancel")
+        return rpc_result(request, task_body("1.0", "T1", "working", "C1"))
+
+    agent = await register_fake(client, fake_agent, handler)
+    await start(client, agent)
+
+    first = await client.call("POST", cancel_path(agent, "T1"), headers=keyed("c"))
+    again = await client.call("POST", cancel_path(agent, "T1"), headers=keyed("c"))
+
+    assert assert_problem(first, 409)["type"] == PROBLEM + "task-not-cancelable"
+    assert_replay_of(first, again)
+    assert [r["method"] for r in agent.received] == ["SendMessage", "CancelTask"]
+    [row] = await key_rows(db)
+    assert row["status"] == 409
+
+
+async def test_unkeyed_requests_keep_no_key(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    task = await start(client, agent)
+
+    r = await client.call("POST", agent.messages(task["id"]), {"text": "Paris"})
+
+    assert r.status == 200, r.raw
+    assert "Idempotent-Replayed" not in r.headers
+    assert await key_rows(db) == []
+
+
+# ---- a key reused for another request -----------------------------------------------------
+
+
+async def test_key_reused_with_another_body_is_422_and_reaches_nothing(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    first = await client.call("POST", start_path(agent), {"text": "weather?"}, headers=keyed("k"))
+    assert first.status == 200, first.raw
+
+    r = await client.call("POST", start_path(agent), {"text": "rain?"}, headers=keyed("k"))
+
+    assert assert_problem(r, 422)["type"] == REUSED
+    assert len(agent.received) == 1
+    assert await db.fetchval("SELECT count(*) FROM a2a_task_events") == 1
+
+
+async def test_key_reused_on_another_path_is_422(client: Client, fake_agent: StartFake) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    one, two = await start(client, agent), await start(client, agent)
+    r = await client.call("POST", agent.messages(one["id"]), {"text": "Paris"}, headers=keyed("k"))
+    assert r.status == 200, r.raw
+
+    on_other_task = await client.call(
+        "POST", agent.messages(two["id"]), {"text": "Paris"}, headers=keyed("k")
+    )
+    on_other_route = await client.call("POST", cancel_path(agent, one["id"]), headers=keyed("k"))
+
+    assert assert_problem(on_other_task, 422)["type"] == REUSED
+    assert assert_problem(on_other_route, 422)["type"] == REUSED
+    assert len(agent.received) == 3
+    assert [e["type"] for e in await events(client, agent, two["id"])] == ["task_created"]
+
+
+async def test_key_reused_refusal_leaves_the_task_unclaimed(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    script = Scripted(asks_again, asks_again)
+    agent = await register_fake(client, fake_agent, script)
+    await start(client, agent)
+    r = await client.call("POST", agent.messages("T1"), {"text": "Paris"}, headers=keyed("k"))
+    assert r.status == 200, r.raw
+
+    r = await client.call("POST", agent.messages("T1"), {"text": "Rome"}, headers=keyed("k"))
+
+    assert assert_problem(r, 422)["type"] == REUSED
+    claim = await db.fetchval("SELECT claim_token FROM a2a_tasks WHERE task_id = 'T1'")
+    assert claim is None
+    r = await client.call("POST", agent.messages("T1"), {"text": "Rome"})
+    assert r.status == 200, r.raw
+    assert script.follow_ups == 2
+
+
+# ---- a key in flight ----------------------------------------------------------------------
+
+
+@pytest.fixture
+async def holding(fake_agent: StartFake) -> AsyncIterator[tuple[HeldAgent, StartFake]]:
+    """A 1.0 agent that starts T1 and holds its answer to the first follow-up."""
+    agent = HeldAgent()
+    try:
+        yield agent, fake_agent
+    finally:
+        agent.release.set()
+
+
+async def test_same_key_while_in_flight_is_409_in_flight_not_task_busy(
+    client: Client, db: asyncpg.Connection, holding: tuple[HeldAgent, StartFake]
+) -> None:
+    script, fake_agent = holding
+    agent = await register_fake(client, fake_agent, script)
+    await start(client, agent)
+    path = agent.messages("T1")
+    first = asyncio.create_task(client.call("POST", path, {"text": "Paris"}, headers=keyed("k")))
+    await script.arrived.wait()
+
+    again = await client.call("POST", path, {"text": "Paris"}, headers=keyed("k"))
+    other_body = await client.call("POST", path, {"text": "Rome"}, headers=keyed("k"))
+    other_key = await client.call("POST", path, {"text": "Paris"}, headers=keyed("k2"))
+
+    problem = assert_problem(again, 409)
+    assert problem["type"] == IN_FLIGHT != BUSY_TYPE
+    assert again.headers["Retry-After"]
+    assert assert_problem(other_body, 422)["type"] == REUSED
+    assert assert_problem(other_key, 409)["type"] == BUSY_TYPE
+    assert [r["key"] for r in await key_rows(db)] == ["k"]  # k2 was released
+    script.release.set()
+    answered = await first
+    assert answered.status == 200, answered.raw
+    assert script.follow_ups == 1
+    assert [e["type"] for e in await events(client, agent, "T1")] == [
+        "task_created",
+        "task_continued",
+    ]
+
+
+async def test_start_with_a_key_in_flight_is_409_in_flight(
+    client: Client, fake_agent: StartFake
+) -> None:
+    arrived, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_start(request: JSON) -> JSON:
+        arrived.set()
+        await release.wait()
+        return rpc_result(request, task_body("1.0", "T1", "input-required", "C1"))
+
+    agent = await register_fake(client, fake_agent, slow_start)
+    call = client.call("POST", start_path(agent), {"text": "hi"}, headers=keyed("k"))
+    first = asyncio.create_task(call)
+    try:
+        await arrived.wait()
+        again = await client.call("POST", start_path(agent), {"text": "hi"}, headers=keyed("k"))
+        assert assert_problem(again, 409)["type"] == IN_FLIGHT
+    finally:
+        release.set()
+    assert (await first).status == 200
+    assert len(agent.received) == 1
+
+
+async def test_key_left_in_flight_past_its_lease_is_taken_by_a_retry(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    arrived, release = asyncio.Event(), asyncio.Event()
+
+    async def first_one_hangs(request: JSON) -> JSON:
+        if not arrived.is_set():
+            arrived.set()
+            await release.wait()
+        return rpc_result(request, task_body("1.0", "T1", "input-required", "C1"))
+
+    agent = await register_fake(client, fake_agent, first_one_hangs)
+    call = client.call("POST", start_path(agent), {"text": "hi"}, headers=keyed("k"))
+    first = asyncio.create_task(call)
+    try:
+        await arrived.wait()
+        # As if its holder had died: the lease ran out and no answer was kept.
+        await db.execute("UPDATE a2a_idempotency_keys SET locked_until = now() - interval '1s'")
+
+        retry = await client.call("POST", start_path(agent), {"text": "hi"}, headers=keyed("k"))
+
+        assert retry.status == 200, retry.raw
+        assert "Idempotent-Replayed" not in retry.headers
+        assert len(agent.received) == 2
+    finally:
+        release.set()
+        await first
+    [row] = await key_rows(db)
+    assert bytes(row["body"]) == retry.raw  # the late first answer no longer owns the key
+
+
+# ---- answers that are not kept ------------------------------------------------------------
+
+
+async def test_502_is_not_kept_and_the_retry_goes_through(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    script = Scripted(not_json, completes)
+    agent = await register_fake(client, fake_agent, script)
+    await start(client, agent)
+
+    failed = await client.call("POST", agent.messages("T1"), {"text": "Paris"}, headers=keyed("k"))
+    assert assert_problem(failed, 502)
+    assert await key_rows(db) == []
+    retry = await client.call("POST", agent.messages("T1"), {"text": "Paris"}, headers=keyed("k"))
+
+    assert retry.status == 200, retry.raw
+    assert "Idempotent-Replayed" not in retry.headers
+    assert script.follow_ups == 2
+    assert [e["type"] for e in await events(client, agent, "T1")] == [
+        "task_created",
+        "task_continue_failed",
+        "task_continued",
+    ]
+
+
+async def test_504_is_not_kept_and_the_retry_goes_through(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    script = Scripted(too_slow, completes)
+    agent = await register_fake(client, fake_agent, script, timeoutSeconds=0.3)
+    await start(client, agent)
+
+    failed = await client.call("POST", agent.messages("T1"), {"text": "Paris"}, headers=keyed("k"))
+    assert assert_problem(failed, 504)
+    assert await key_rows(db) == []
+    retry = await client.call("POST", agent.messages("T1"), {"text": "Paris"}, headers=keyed("k"))
+
+    assert retry.status == 200, retry.raw
+    assert script.follow_ups == 2
+    logged = await events(client, agent, "T1")
+    assert [e["type"] for e in logged][-2:] == ["task_continue_failed", "task_continued"]
+
+
+async def test_503_is_not_kept_and_the_retry_goes_through(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    # The agent names a task id the gateway cannot store (over 500 characters): 503.
+    async def unstorable(request: JSON) -> JSON:
+        return rpc_result(request, task_body("1.0", "T" * 501, "input-required", "C1"))
+
+    agent = await register_fake(client, fake_agent, unstorable)
+
+    failed = await client.call("POST", start_path(agent), {"text": "hi"}, headers=keyed("k"))
+    assert assert_problem(failed, 503)
+    assert await key_rows(db) == []
+    retry = await client.call("POST", start_path(agent), {"text": "hi"}, headers=keyed("k"))
+
+    assert assert_problem(retry, 503)
+    assert "Idempotent-Replayed" not in retry.headers
+    assert len(agent.received) == 2
+
+
+async def test_gateways_own_4xx_is_not_kept_and_the_retry_goes_through(
+    client: Client, db: asyncpg.Connection, holding: tuple[HeldAgent, StartFake]
+) -> None:
+    script, fake_agent = holding
+    agent = await register_fake(client, fake_agent, script)
+    await start(client, agent)
+    first = asyncio.create_task(client.call("POST", agent.messages("T1"), {"text": "Paris"}))
+    await script.arrived.wait()
+
+    busy = await client.call("POST", agent.messages("T1"), {"text": "Rome"}, headers=keyed("k"))
+
+    assert assert_problem(busy, 409)["type"] == BUSY_TYPE
+    assert await key_rows(db) == []
+    script.release.set()
+    assert (await first).status == 200
+    terminal = await client.call("POST", agent.messages("T1"), {"text": "Rome"}, headers=keyed("k"))
+    assert assert_problem(terminal, 409)["type"] == PROBLEM + "task-terminal"
+    assert "Idempotent-Replayed" not in terminal.headers
+    assert await key_rows(db) == []
+
+
+async def test_refusals_before_the_agent_keep_no_key(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    task = await start(client, agent)
+    canceled = await client.call("POST", cancel_path(agent, task["id"]))
+    assert canceled.status == 200
+
+    refusals = [
+        await client.call(
+            "POST", start_path(agent), {"text": "hi", "teamId": "x"}, headers=keyed("a")
+        ),
+        await client.call(
+            "POST", f"/v1/a2a/{uuid.uuid4()}/messages", {"text": "hi"}, headers=keyed("b")
+        ),
+        await client.call("POST", agent.messages("nope"), {"text": "hi"}, headers=keyed("c")),
+        await client.call("POST", cancel_path(agent, task["id"]), headers=keyed("d")),
+        await client.call("POST", agent.messages(task["id"]), {"text": "x"}, headers=keyed("e")),
+        await client.call("POST", start_path(agent), {"text": 1}, headers=keyed("f")),
+    ]
+
+    assert [r.status for r in refusals] == [403, 404, 404, 409, 409, 422]
+    assert await key_rows(db) == []
+    assert len(agent.received) == 2
+
+
+# ---- the header ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [b"", b"x" * 256, b"caf\xc3\xa9", b"tab\there"],
+    ids=["empty", "too-long", "not-ascii", "control"],
+)
+async def test_malformed_key_is_422(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake, value: bytes
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    headers = {"Idempotency-Key": value.decode("latin-1")}
+
+    r = await client.call("POST", start_path(agent), {"text": "hi"}, headers=headers)
+
+    problem = assert_problem(r, 422)
+    assert problem["type"] == PROBLEM + "invalid-idempotency-key"
+    assert problem["errors"][0]["loc"] == "$.headers.Idempotency-Key"
+    assert agent.received == []
+    assert await key_rows(db) == []
+
+
+async def test_key_sent_twice_is_422(client: Client, fake_agent: StartFake) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    async with client.session.post(
+        client.base + start_path(agent),
+        data=b'{"text": "hi"}',
+        headers=[
+            ("Authorization", f"Bearer {token()}"),
+            ("Idempotency-Key", "a"),
+            ("Idempotency-Key", "b"),
+        ],
+    ) as r:
+        assert r.status == 422
+    assert agent.received == []
+
+
+async def test_key_of_255_printable_characters_is_accepted(
+    client: Client, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    key = ("a b~!" * 51)[:255]
+
+    first = await client.call("POST", start_path(agent), {"text": "hi"}, headers=keyed(key))
+    again = await client.call("POST", start_path(agent), {"text": "hi"}, headers=keyed(key))
+
+    assert first.status == 200, first.raw
+    assert_replay_of(first, again)
+
+
+# ---- keys per caller, expiry --------------------------------------------------------------
+
+
+async def test_keys_are_per_caller(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"), visibility="public")
+    bob = client.as_(token(BOB))
+
+    by_alice = await client.call("POST", start_path(agent), {"text": "hi"}, headers=keyed("k"))
+    by_bob = await bob.call("POST", start_path(agent), {"text": "hi"}, headers=keyed("k"))
+
+    assert by_alice.status == by_bob.status == 200
+    assert "Idempotent-Replayed" not in by_bob.headers
+    assert await task_id_of(by_alice) != await task_id_of(by_bob)
+    assert len(agent.received) == 2
+    assert [r["caller"] for r in await key_rows(db)] == [ALICE, BOB]
+    # Bob's retry replays Bob's answer, never Alice's.
+    again = await bob.call("POST", start_path(agent), {"text": "hi"}, headers=keyed("k"))
+    assert_replay_of(by_bob, again)
+
+
+async def test_key_past_its_ttl_counts_as_absent(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    first = await client.call("POST", start_path(agent), {"text": "hi"}, headers=keyed("k"))
+    assert first.status == 200
+    await db.execute("UPDATE a2a_idempotency_keys SET expires_at = now() - interval '1s'")
+
+    same = await client.call("POST", start_path(agent), {"text": "hi"}, headers=keyed("k"))
+    other = await client.call("POST", start_path(agent), {"text": "yo"}, headers=keyed("k2"))
+    await db.execute("UPDATE a2a_idempotency_keys SET expires_at = now() - interval '1s'")
+    reused = await client.call("POST", start_path(agent), {"text": "yo"}, headers=keyed("k"))
+
+    assert same.status == other.status == reused.status == 200
+    assert "Idempotent-Replayed" not in same.headers
+    assert "Idempotent-Replayed" not in reused.headers
+    assert await task_id_of(same) != await task_id_of(first)
+    assert len(agent.received) == 4
+
+
+async def test_sweep_removes_expired_keys_only(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    for key in ("old-1", "old-2", "new"):
+        r = await client.call("POST", start_path(agent), {"text": key}, headers=keyed(key))
+        assert r.status == 200
+    await db.execute(
+        "UPDATE a2a_idempotency_keys SET expires_at = now() - interval '1s' WHERE key LIKE 'old%'"
+    )
+
+    assert await sweep(db, batch=1) == 2
+
+    assert [r["key"] for r in await key_rows(db)] == ["new"]
+
+
+async def test_expired_keys_are_removed_in_the_background(
+    settings: Settings, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    quick = msgspec.structs.replace(settings, idempotency_ttl_s=0.2, idempotency_sweep_s=0.05)
+    async with serve_asgi(create_app(quick)) as base, aiohttp.ClientSession() as http:
+        client = Client(base, http)
+        agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+        r = await client.call("POST", start_path(agent), {"text": "hi"}, headers=keyed("k"))
+        assert r.status == 200
+        for _ in range(200):
+            if not await key_rows(db):
+                break
+            await asyncio.sleep(0.05)
+        assert await key_rows(db) == []
+
+
+# ---- a streamed answer --------------------------------------------------------------------
+
+
+async def test_streamed_key_points_retries_at_the_event_stream(
+    client: Client, db: asyncpg.Connection, settings: Settings, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    task = await start(client, agent)
+    path = agent.messages(task["id"])
+    raw = msgspec.json.encode({"text": "Paris"})
+    pool = await create_pool(settings.database_url or "", 2)
+    try:
+        async with aiohttp.ClientSession() as http:
+            gw = Gateway(settings, pool, http, Sealer(decode_key(settings.encryption_key)))
+            digest = request_hash("POST", path, raw)
+            slot = idempotent(gw, Caller(sub=ALICE), "s", "continue", uuid.UUID(agent.id), digest)
+            async with slot:
+                await slot.mark_streamed(task["id"])
+                slot.keep(StreamingResponse(iter([b"data: {}\n\n"])))
+    finally:
+        await pool.close()
+    [row] = await key_rows(db)
+    assert (row["streamed"], row["status"], row["body"]) == (True, None, None)
+
+    retry = await client.call("POST", path, data=raw, headers=keyed("s"))
+    other = await client.call("POST", path, {"text": "Rome"}, headers=keyed("s"))
+
+    problem = assert_problem(retry, 409)
+    assert problem["type"] == STREAMED
+    assert problem["eventsUrl"] == agent.task(task["id"]) + "/events"
+    assert problem["taskId"] == task["id"]
+    assert assert_problem(other, 422)["type"] == REUSED
+    assert len(agent.received) == 1
+
+
+# ---- statements ---------------------------------------------------------------------------
+
+
+async def test_keyed_follow_up_costs_one_statement_more_than_unkeyed(
+    settings: Settings, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    queries: list[str] = []
+    app = create_app(settings, on_query=lambda record: queries.append(record.query))
+    async with serve_asgi(app) as base, aiohttp.ClientSession() as http:
+        client = Client(base, http)
+        agent = await register_fake(client, fake_agent, Scripted(*[asks_again] * 4))
+        await start(client, agent)
+        counts = []
+        for headers in ({}, keyed("warm"), {}, keyed("k")):
+            queries.clear()
+            r = await client.call("POST", agent.messages("T1"), {"text": "x"}, headers=headers)
+            assert r.status == 200, r.raw
+            counts.append(len(queries))
+
+    unkeyed, keyed_count = counts[2], counts[3]
+    assert unkeyed == 2
+    assert keyed_count == unkeyed + 1
+
+
+# ---- across processes ---------------------------------------------------------------------
+
+
+async def ten_at_once(
+    clients: list[Client], path: str, body: JSON, agent_calls: Callable[[], int]
+) -> tuple[list[Response], set[asyncio.Task[Response]]]:
+    """Send ten keyed copies of one request; return the nine refusals and the one held."""
+    pending = {
+        asyncio.create_task(c.call("POST", path, body, headers=keyed("ten"))) for c in clients
+    }
+    refused: list[Response] = []
+    while len(refused) < 9:
+        done, pending = await asyncio.wait(pending, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        assert done, f"only {len(refused)} answered; the agent got {agent_calls()} calls"
+        refused += [t.result() for t in done]
+    return refused, pending
+
+
+async def test_ten_keyed_follow_ups_over_two_gateways_reach_the_agent_once(
+    spawn_gateway: Callable[[], Awaitable[GatewayProcess]],
+    session: aiohttp.ClientSession,
+    held: tuple[HeldAgent, str, list[JSON]],
+) -> None:
+    script, url, received = held
+    _, via_a, _, via_b = await two_gateways(spawn_gateway, session)
+    agent = await register(via_a, url, "1.0", received, timeoutSeconds=30)
+    await start(via_a, agent)
+    path = agent.messages("T1")
+
+    refused, pending = await ten_at_once(
+        [via_a, via_b] * 5, path, {"text": "Paris"}, lambda: script.follow_ups
+    )
+
+    assert {assert_problem(r, 409)["type"] for r in refused} == {IN_FLIGHT}
+    assert script.follow_ups == 1
+    script.release.set()
+    [answered] = [await t for t in pending]
+    assert answered.status == 200, answered.raw
+    replay = await via_b.call("POST", path, {"text": "Paris"}, headers=keyed("ten"))
+    assert_replay_of(answered, replay)
+    assert script.follow_ups == 1
+    logged = await events(via_a, agent, "T1")
+    assert [e["type"] for e in logged] == ["task_created", "task_continued"]
+
+
+async def test_ten_keyed_starts_over_two_gateways_reach_the_agent_once(
+    spawn_gateway: Callable[[], Awaitable[GatewayProcess]],
+    session: aiohttp.ClientSession,
+    fake_agent: StartFake,
+) -> None:
+    release = asyncio.Event()
+
+    async def held_start(request: JSON) -> JSON:
+        await release.wait()
+        return rpc_result(request, task_body("1.0", f"T{uuid.uuid4()}", "input-required"))
+
+    fake = await fake_agent(held_start)
+    try:
+        _, via_a, _, via_b = await two_gateways(spawn_gateway, session)
+        agent = await register(via_a, fake.url, "1.0", fake.received, timeoutSeconds=30)
+
+        refused, pending = await ten_at_once(
+            [via_a, via_b] * 5, start_path(agent), {"text": "hi"}, lambda: len(fake.received)
+        )
+
+        assert {assert_problem(r, 409)["type"] for r in refused} == {IN_FLIGHT}
+        assert len(fake.received) == 1
+    finally:
+        release.set()
+    [answered] = [await t for t in pending]
+    assert answered.status == 200, answered.raw
+    replay = await via_a.call("POST", start_path(agent), {"text": "hi"}, headers=keyed("ten"))
+    assert_replay_of(answered, replay)
+    assert len(fake.received) == 1
+    r = await via_a.call("GET", f"/v1/a2a/{agent.id}/tasks")
+    assert len(r.json()["tasks"]) == 1
