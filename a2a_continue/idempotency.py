@@ -239,6 +239,8 @@ class Slot:
         self.with_claim = with_claim
         self.taken = False
         self.kept: Response | None = None
+        # The task a streamed answer belongs to, when the request names it (a follow-up).
+        self.stream_task: str | None = None
 
     def param(self) -> dict[str, Any] | None:
         """The jsonb parameter of the ``idem`` CTE (None: no key)."""
@@ -296,7 +298,7 @@ class Slot:
             return
         if not hasattr(response, "body"):
             # A streaming response: its bytes are never all here to keep.
-            await self.mark_streamed()
+            await self.mark_streamed(self.stream_task)
             return
         await self._write(
             STORE_ANSWER,
@@ -361,7 +363,7 @@ def for_request(request: Request, body: bytes, route: str, *, with_claim: bool =
     """Open the slot of a REST request (its key header, caller, agent and fingerprint)."""
     key = key_from(request.headers)
     digest = request_hash(request.method, request.url.path, body) if key is not None else b""
-    return idempotent(
+    slot = idempotent(
         request.state.gateway,
         request.state.caller,
         key,
@@ -370,6 +372,8 @@ def for_request(request: Request, body: bytes, route: str, *, with_claim: bool =
         digest,
         with_claim=with_claim,
     )
+    slot.stream_task = request.path_params.get("task_id")
+    return slot
 
 
 # ---- expiry -------------------------------------------------------------------------------

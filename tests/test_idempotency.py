@@ -648,24 +648,33 @@ async def test_expired_keys_are_removed_in_the_background(
 # ---- a streamed answer --------------------------------------------------------------------
 
 
-async def test_streamed_key_points_retries_at_the_event_stream(
-    client: Client, db: asyncpg.Connection, settings: Settings, fake_agent: StartFake
+@pytest.fixture
+async def gw(settings: Settings) -> AsyncIterator[Gateway]:
+    """The resources of a gateway, to drive a key as a streaming route does."""
+    pool = await create_pool(settings.database_url or "", 2)
+    try:
+        async with aiohttp.ClientSession() as http:
+            yield Gateway(settings, pool, http, Sealer(decode_key(settings.encryption_key)))
+    finally:
+        await pool.close()
+
+
+def sse() -> StreamingResponse:
+    return StreamingResponse(iter([b"data: {}\n\n"]), media_type="text/event-stream")
+
+
+async def test_streamed_follow_up_points_retries_at_the_event_stream(
+    client: Client, db: asyncpg.Connection, gw: Gateway, fake_agent: StartFake
 ) -> None:
     agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
     task = await start(client, agent)
     path = agent.messages(task["id"])
     raw = msgspec.json.encode({"text": "Paris"})
-    pool = await create_pool(settings.database_url or "", 2)
-    try:
-        async with aiohttp.ClientSession() as http:
-            gw = Gateway(settings, pool, http, Sealer(decode_key(settings.encryption_key)))
-            digest = request_hash("POST", path, raw)
-            slot = idempotent(gw, Caller(sub=ALICE), "s", "continue", uuid.UUID(agent.id), digest)
-            async with slot:
-                await slot.mark_streamed(task["id"])
-                slot.keep(StreamingResponse(iter([b"data: {}\n\n"])))
-    finally:
-        await pool.close()
+    digest = request_hash("POST", path, raw)
+    slot = idempotent(gw, Caller(sub=ALICE), "s", "continue", uuid.UUID(agent.id), digest)
+    slot.stream_task = task["id"]
+    async with slot:
+        slot.keep(sse())
     [row] = await key_rows(db)
     assert (row["streamed"], row["status"], row["body"]) == (True, None, None)
 
@@ -678,6 +687,26 @@ async def test_streamed_key_points_retries_at_the_event_stream(
     assert problem["taskId"] == task["id"]
     assert assert_problem(other, 422)["type"] == REUSED
     assert len(agent.received) == 1
+
+
+async def test_streamed_start_names_its_task_once_the_stream_does(
+    client: Client, db: asyncpg.Connection, gw: Gateway, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    raw = msgspec.json.encode({"text": "hi"})
+    digest = request_hash("POST", start_path(agent), raw)
+    slot = idempotent(gw, Caller(sub=ALICE), "s", "start", uuid.UUID(agent.id), digest)
+    async with slot:
+        slot.keep(sse())
+
+    before_the_task = await client.call("POST", start_path(agent), data=raw, headers=keyed("s"))
+    await slot.mark_streamed("T9")
+    after_the_task = await client.call("POST", start_path(agent), data=raw, headers=keyed("s"))
+
+    assert assert_problem(before_the_task, 409)["type"] == STREAMED
+    assert "eventsUrl" not in before_the_task.json()
+    assert assert_problem(after_the_task, 409)["eventsUrl"] == agent.task("T9") + "/events"
+    assert agent.received == []
 
 
 # ---- statements ---------------------------------------------------------------------------
