@@ -21,7 +21,7 @@ from a2a_continue.db import create_pool
 from a2a_continue.gateway import Gateway
 from a2a_continue.idempotency import idempotent, request_hash, sweep
 from a2a_continue.secrets import Sealer, decode_key
-from a2a_continue.settings import Settings
+from a2a_continue.settings import Settings, SettingsError, load_settings
 from tests import test_continue_concurrency as processes
 from tests.conftest import Client, Response, token
 from tests.servers import serve_asgi
@@ -809,3 +809,17 @@ async def test_ten_keyed_starts_over_two_gateways_reach_the_agent_once(
     assert len(fake.received) == 1
     r = await via_a.call("GET", f"/v1/a2a/{agent.id}/tasks")
     assert len(r.json()["tasks"]) == 1
+
+
+# ---- settings -----------------------------------------------------------------------------
+
+
+def test_idempotency_settings_come_from_the_environment() -> None:
+    given = load_settings({"A2AC_IDEMPOTENCY_TTL_S": "60", "A2AC_IDEMPOTENCY_SWEEP_S": "2.5"})
+    defaults = load_settings({})
+
+    assert (given.idempotency_ttl_s, given.idempotency_sweep_s) == (60.0, 2.5)
+    assert (defaults.idempotency_ttl_s, defaults.idempotency_sweep_s) == (86400.0, 300.0)
+    for name in ("A2AC_IDEMPOTENCY_TTL_S", "A2AC_IDEMPOTENCY_SWEEP_S"):
+        with pytest.raises(SettingsError, match=name):
+            load_settings({name: "0"})
