@@ -108,7 +108,7 @@ def request_hash(method: str, path: str, body: bytes) -> bytes:
 
 # A row another request may take: past its TTL (whatever it holds), or left in flight for
 # the same request by a holder that stopped before answering and whose lease ran out.
-_TAKEOVER = """(k.expires_at <= now() OR (k.status IS NULL AND NOT k.streamed
+_TAKEABLE = """(k.expires_at <= now() OR (k.status IS NULL AND NOT k.streamed
         AND k.locked_until <= now() AND k.request_hash = EXCLUDED.request_hash))"""
 
 _COLUMNS = (
@@ -126,8 +126,8 @@ _COLUMNS = (
     "streamed",
     "stream_task",
 )
-_TAKE_OVER = ",\n        ".join(
-    f"{c} = CASE WHEN {_TAKEOVER} THEN EXCLUDED.{c} ELSE k.{c} END" for c in _COLUMNS
+_TAKE_OVER_SET = ",\n        ".join(
+    f"{c} = CASE WHEN {_TAKEABLE} THEN EXCLUDED.{c} ELSE k.{c} END" for c in _COLUMNS
 )
 
 # The CTE ``idem``: take the key for this request, or return who holds it and what it keeps.
@@ -145,7 +145,7 @@ _KEY_CTE = f"""idem AS (
             (r->>'timeout')::float8) + (r->>'margin')::float8)
     FROM (SELECT {{request}}::jsonb AS r) AS req WHERE r IS NOT NULL
     ON CONFLICT (caller, key) DO UPDATE SET
-        {_TAKE_OVER}
+        {_TAKE_OVER_SET}
     RETURNING k.token = ({{request}}::jsonb->>'token')::uuid AS key_mine,
         k.request_hash = decode({{request}}::jsonb->>'hash', 'hex') AS key_same,
         k.agent_id AS key_agent_id, k.status AS key_status, k.task_state AS key_task_state,

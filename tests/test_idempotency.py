@@ -328,7 +328,10 @@ async def holding(fake_agent: StartFake) -> AsyncIterator[tuple[HeldAgent, Start
 
 
 async def test_same_key_while_in_flight_is_409_in_flight_not_task_busy(
-    client: Client, db: asyncpg.Connection, holding: tuple[HeldAgent, StartFake]
+    client: Client,
+    db: asyncpg.Connection,
+    settings: Settings,
+    holding: tuple[HeldAgent, StartFake],
 ) -> None:
     script, fake_agent = holding
     agent = await register_fake(client, fake_agent, script)
@@ -337,6 +340,10 @@ async def test_same_key_while_in_flight_is_409_in_flight_not_task_busy(
     first = asyncio.create_task(client.call("POST", path, {"text": "Paris"}, headers=keyed("k")))
     await script.arrived.wait()
 
+    [row] = await key_rows(db)
+    assert row["status"] is None
+    lease = (row["locked_until"] - row["created_at"]).total_seconds()
+    assert lease == pytest.approx(settings.agent_timeout_s + settings.claim_margin_s, abs=0.5)
     again = await client.call("POST", path, {"text": "Paris"}, headers=keyed("k"))
     other_body = await client.call("POST", path, {"text": "Rome"}, headers=keyed("k"))
     other_key = await client.call("POST", path, {"text": "Paris"}, headers=keyed("k2"))
