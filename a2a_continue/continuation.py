@@ -21,7 +21,7 @@ from a2a_continue.errors import (
     TaskTerminal,
 )
 from a2a_continue.gateway import Gateway
-from a2a_continue.idempotency import Slot, key_cte
+from a2a_continue.idempotency import KeySlot, key_cte
 from a2a_continue.models import ContinueBody, Message, check_send_body
 from a2a_continue.outbound import Forwarded, check_role, exchange, outgoing_message, send_payload
 from a2a_continue.tasks import TERMINAL_SQL, record_new_task, record_outcome
@@ -94,7 +94,7 @@ async def claim_task(
     task_id: str,
     client_context: str | None,
     claim: uuid.UUID,
-    key: Slot | None = None,
+    key: KeySlot | None = None,
 ) -> Record:
     """Find the visible task and claim it (with ``key``: first take the key); raise 404, 400
     or 409 otherwise."""
@@ -230,7 +230,7 @@ async def continue_task(
     agent_id: uuid.UUID,
     task_id: str,
     body: ContinueBody,
-    key: Slot | None = None,
+    key: KeySlot | None = None,
 ) -> Forwarded:
     """Send a follow-up to a task, one at a time, and record what came of it."""
     check_send_body(body)

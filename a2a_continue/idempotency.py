@@ -226,7 +226,7 @@ def refusal_of(row: Record) -> Exception:
     )
 
 
-class Slot:
+class KeySlot:
     """One request's hold on its key; without a key every method does nothing.
 
     As an async context manager it takes the key on entry (unless the claim of a follow-up
@@ -323,7 +323,7 @@ class Slot:
             # The request's outcome stands; the key stays in flight until its lease ends.
             log.exception("could not update an idempotency key for route %s", r.route)
 
-    async def __aenter__(self) -> Slot:
+    async def __aenter__(self) -> KeySlot:
         if not self.with_claim:
             await self.take()
         return self
@@ -351,15 +351,15 @@ def idempotent(
     request_hash: bytes,
     *,
     with_claim: bool = False,
-) -> Slot:
+) -> KeySlot:
     """Open a slot for a request with ``key`` (None: an unkeyed request, nothing happens)."""
     if key is None:
-        return Slot(gw, None, with_claim=with_claim)
+        return KeySlot(gw, None, with_claim=with_claim)
     request = KeyRequest(caller.sub, key, route, agent_id, request_hash, uuid.uuid4())
-    return Slot(gw, request, with_claim=with_claim)
+    return KeySlot(gw, request, with_claim=with_claim)
 
 
-def for_request(request: Request, body: bytes, route: str, *, with_claim: bool = False) -> Slot:
+def for_request(request: Request, body: bytes, route: str, *, with_claim: bool = False) -> KeySlot:
     """Open the slot of a REST request (its key header, caller, agent and fingerprint)."""
     key = key_from(request.headers)
     digest = request_hash(request.method, request.url.path, body) if key is not None else b""
