@@ -774,6 +774,7 @@ async def test_ten_keyed_follow_ups_over_two_gateways_reach_the_agent_once(
     )
 
     assert {assert_problem(r, 409)["type"] for r in refused} == {IN_FLIGHT}
+    await asyncio.wait_for(script.arrived.wait(), 60)  # the one that holds the key
     assert script.follow_ups == 1
     script.release.set()
     [answered] = [await t for t in pending]
@@ -790,9 +791,10 @@ async def test_ten_keyed_starts_over_two_gateways_reach_the_agent_once(
     session: aiohttp.ClientSession,
     fake_agent: StartFake,
 ) -> None:
-    release = asyncio.Event()
+    arrived, release = asyncio.Event(), asyncio.Event()
 
     async def held_start(request: JSON) -> JSON:
+        arrived.set()
         await release.wait()
         return rpc_result(request, task_body("1.0", f"T{uuid.uuid4()}", "input-required"))
 
@@ -806,6 +808,7 @@ async def test_ten_keyed_starts_over_two_gateways_reach_the_agent_once(
         )
 
         assert {assert_problem(r, 409)["type"] for r in refused} == {IN_FLIGHT}
+        await asyncio.wait_for(arrived.wait(), 60)  # the one that holds the key
         assert len(fake.received) == 1
     finally:
         release.set()
