@@ -18,7 +18,7 @@ from a2a_continue.pagination import cursor_param, encode_cursor, limit_param
 from a2a_continue.secrets import Sealer
 
 AGENT_COLUMNS = """a.id, a.name, a.endpoint_url, a.protocol_version, a.visibility, a.team_id,
-    a.owner, a.auth_type, a.timeout_seconds, a.created_at, a.updated_at"""
+    a.owner, a.auth_type, a.timeout_seconds, a.created_at, a.updated_at, a.capabilities"""
 
 
 def agent_out(row: Record) -> AgentOut:
@@ -35,6 +35,7 @@ def agent_out(row: Record) -> AgentOut:
         timeout_seconds=row["timeout_seconds"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        capabilities=row["capabilities"],
     )
 
 
@@ -68,6 +69,12 @@ def seal_auth(sealer: Sealer, auth: AgentAuth | None, agent_id: uuid.UUID) -> by
     return sealer.seal(msgspec.to_builtins(auth), agent_id.bytes)
 
 
+def streams(row: Record) -> bool:
+    """Tell whether the agent of a row (with its ``capabilities``) answers with a stream."""
+    capabilities = row["capabilities"]
+    return isinstance(capabilities, dict) and capabilities.get("streaming") is True
+
+
 def target_of(row: Record, sealer: Sealer, default_timeout: float) -> AgentTarget:
     """Build the downstream target of an agent row (opening its credentials)."""
     sealed = row["auth_sealed"]
@@ -88,8 +95,8 @@ async def create_agent(conn: Conn, caller: Caller, body: AgentCreate, sealer: Se
     row = await conn.fetchrow(
         f"""
         INSERT INTO a2a_agents AS a (id, name, endpoint_url, protocol_version, visibility,
-            team_id, owner, auth_type, auth_sealed, timeout_seconds)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+            team_id, owner, auth_type, auth_sealed, timeout_seconds, capabilities)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
         RETURNING {AGENT_COLUMNS}
         """,
         agent_id,
@@ -102,6 +109,7 @@ async def create_agent(conn: Conn, caller: Caller, body: AgentCreate, sealer: Se
         auth_type(body.auth),
         seal_auth(sealer, body.auth, agent_id),
         body.timeout_seconds,
+        msgspec.to_builtins(body.capabilities),
     )
     assert row is not None
     return agent_out(row)
@@ -171,6 +179,7 @@ async def update_agent(
         row = await _owned_agent_row(conn, caller, agent_id)
         values = {f: getattr(patch, f) for f in patch.__struct_fields__}
         merged = {k: (row[k] if v is UNSET else v) for k, v in values.items() if k != "auth"}
+        merged["capabilities"] = msgspec.to_builtins(merged["capabilities"])
         if patch.endpoint_url is not UNSET:
             check_endpoint_url(patch.endpoint_url)
         if patch.team_id is not UNSET or patch.visibility is not UNSET:
@@ -183,7 +192,7 @@ async def update_agent(
                 visibility = $5, team_id = $6, timeout_seconds = $7,
                 auth_type = CASE WHEN $8 THEN $9 ELSE a.auth_type END,
                 auth_sealed = CASE WHEN $8 THEN $10 ELSE a.auth_sealed END,
-                updated_at = now()
+                capabilities = $11, updated_at = now()
             WHERE a.id = $1
             RETURNING {AGENT_COLUMNS}
             """,
@@ -197,6 +206,7 @@ async def update_agent(
             auth_changed,
             auth_type(new_auth),
             seal_auth(sealer, new_auth, agent_id),
+            merged["capabilities"],
         )
     assert updated is not None
     return agent_out(updated)

@@ -21,6 +21,8 @@ from a2a_continue.db import QueryLogger, create_pool
 from a2a_continue.errors import AppError, problem_response
 from a2a_continue.gateway import Gateway
 from a2a_continue.idempotency import Replayed, on_replayed, start_sweeper, stop_sweeper
+from a2a_continue.live.hub import Hub
+from a2a_continue.live.streams import Streams
 from a2a_continue.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings
 
@@ -85,10 +87,15 @@ def create_app(
             connector=aiohttp.TCPConnector(limit=200, limit_per_host=100)
         )
         sweeper = start_sweeper(pool, settings.idempotency_sweep_s)
+        hub = Hub(database_url, listen=settings.listen)
+        streams = Streams(settings.max_streams)
+        await hub.start()
         try:
-            yield {"gateway": Gateway(settings, pool, session, sealer)}
+            yield {"gateway": Gateway(settings, pool, session, sealer, hub, streams)}
         finally:
             await stop_sweeper(sweeper)
+            await streams.close()
+            await hub.stop()
             await session.close()
             await pool.close()
 

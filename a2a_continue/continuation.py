@@ -10,6 +10,7 @@ from a2a_continue import protocol
 from a2a_continue.agents import target_of
 from a2a_continue.auth import TASK_VISIBLE, Caller
 from a2a_continue.db import Conn, Record
+from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import (
     AgentBadAnswer,
     AgentTimeout,
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 CLAIM_TASK = f"""
 WITH {key_cte(caller="$1", agent="$4", request="$10")}, target AS (
     SELECT t.id AS row_id, t.task_id, t.state, t.context_id, t.team_id, a.id AS agent_id,
-           a.endpoint_url, a.protocol_version, a.auth_sealed, a.timeout_seconds
+           a.endpoint_url, a.protocol_version, a.auth_sealed, a.timeout_seconds, a.capabilities
     FROM a2a_tasks t JOIN a2a_agents a ON a.id = t.agent_id
     WHERE t.agent_id = $4 AND t.task_id = $5 AND {TASK_VISIBLE}
 ), claimed AS (
@@ -58,6 +59,12 @@ LEFT JOIN target ON true
 LEFT JOIN claimed ON claimed.id = target.row_id
 LEFT JOIN idem ON true
 WHERE target.row_id IS NOT NULL OR idem.key_mine IS NOT NULL
+"""
+
+# Extend a claim still held (a streamed follow-up holds it for the whole stream).
+RENEW_CLAIM = """
+UPDATE a2a_tasks SET claim_expires_at = now() + make_interval(secs => $3)
+WHERE id = $1 AND claim_token = $2
 """
 
 RELEASE_CLAIM = """
@@ -125,6 +132,18 @@ class FollowUp:
     def __init__(self, gw: Gateway, caller: Caller, row: Record, claim: uuid.UUID) -> None:
         self.gw, self.caller, self.row, self.claim = gw, caller, row, claim
         self.message_id = str(uuid.uuid4())
+
+    def target(self) -> AgentTarget:
+        """Where and how to reach the task's agent."""
+        return target_of(self.row, self.gw.sealer, self.gw.settings.agent_timeout_s)
+
+    def payload(self, body: ContinueBody, *, streaming: bool = False) -> dict[str, Any]:
+        """The agent's request: the caller's message with the gateway-owned fields set."""
+        version = self.row["protocol_version"]
+        message = outgoing_message(
+            body, version, self.message_id, self.row["task_id"], self.row["context_id"]
+        )
+        return send_payload(body, version, message, streaming=streaming)
 
     async def failed(self, error: AppError) -> None:
         """Log a call that did not get an answer (502/504) and release the claim."""
@@ -215,6 +234,15 @@ class FollowUp:
         # A redirect to another caller's task leaves it theirs; report the original's state.
         return state if state is not None else str(self.row["now"])
 
+    def claim_ttl(self) -> float:
+        """How long a claim lives unless renewed: the agent's timeout plus the margin."""
+        return self.target().timeout_s + self.gw.settings.claim_margin_s
+
+    async def renew(self) -> None:
+        """Push the claim's expiry forward by its lifetime."""
+        async with self.gw.connection() as conn:
+            await conn.execute(RENEW_CLAIM, self.row["row_id"], self.claim, self.claim_ttl())
+
     async def release(self) -> None:
         """Give up the claim without recording anything."""
         try:
@@ -222,6 +250,25 @@ class FollowUp:
                 await conn.execute(RELEASE_CLAIM, self.row["row_id"], self.claim)
         except Exception:
             log.exception("could not release the claim on task %s", self.row["row_id"])
+
+
+async def begin_follow_up(
+    gw: Gateway,
+    caller: Caller,
+    agent_id: uuid.UUID,
+    task_id: str,
+    body: ContinueBody,
+    key: KeySlot | None = None,
+) -> FollowUp:
+    """Check the body and the gateway-owned fields, then claim the task (400/404/409/422);
+    with ``key``, take the Idempotency-Key in the same statement."""
+    check_send_body(body)
+    check_role(body.message)
+    check_owned_ids(body.message, task_id)
+    client_context = body.message.context_id if body.message else None
+    claim = uuid.uuid4()
+    row = await claim_task(gw, caller, agent_id, task_id, client_context, claim, key)
+    return FollowUp(gw, caller, row, claim)
 
 
 async def continue_task(
@@ -233,18 +280,14 @@ async def continue_task(
     key: KeySlot | None = None,
 ) -> Forwarded:
     """Send a follow-up to a task, one at a time, and record what came of it."""
-    check_send_body(body)
-    check_role(body.message)
-    check_owned_ids(body.message, task_id)
-    client_context = body.message.context_id if body.message else None
-    claim = uuid.uuid4()
-    row = await claim_task(gw, caller, agent_id, task_id, client_context, claim, key)
-    follow_up = FollowUp(gw, caller, row, claim)
+    follow_up = await begin_follow_up(gw, caller, agent_id, task_id, body, key)
+    return await send_follow_up(gw, follow_up, body)
+
+
+async def send_follow_up(gw: Gateway, follow_up: FollowUp, body: ContinueBody) -> Forwarded:
+    """Send a claimed follow-up as one blocking call and record the answer."""
     try:
-        target = target_of(row, gw.sealer, gw.settings.agent_timeout_s)
-        version = target.protocol_version
-        message = outgoing_message(body, version, follow_up.message_id, task_id, row["context_id"])
-        reply, answer = await exchange(gw, target, send_payload(body, version, message))
+        reply, answer = await exchange(gw, follow_up.target(), follow_up.payload(body))
     except (AgentTimeout, AgentUnreachable, AgentBadAnswer) as error:
         await follow_up.failed(error)
         raise

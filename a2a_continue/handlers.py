@@ -12,6 +12,7 @@ from a2a_continue import agents, continuation, idempotency, invoke, tasks
 from a2a_continue.auth import Caller
 from a2a_continue.errors import PayloadTooLarge
 from a2a_continue.gateway import Gateway
+from a2a_continue.live import relay, sse
 from a2a_continue.models import (
     AgentCreate,
     AgentPatch,
@@ -125,10 +126,15 @@ async def start_task(request: Request) -> Response:
     """Send a first message to an agent."""
     raw = await read_body(request)
     body = decode_body(raw, StartBody)
+    gw, caller, agent_id = _gateway(request), _caller(request), _agent_id(request)
     async with idempotency.for_request(request, raw, "start") as slot:
-        result = await invoke.start_task(
-            _gateway(request), _caller(request), _agent_id(request), body
-        )
+        if sse.wants_stream(request):
+            return slot.keep(
+                await sse.relay_response(
+                    gw, lambda: relay.stream_start(gw, caller, agent_id, body, key=slot)
+                )
+            )
+        result = await invoke.start_task(gw, caller, agent_id, body)
         return slot.keep(forwarded(result))
 
 
@@ -151,7 +157,15 @@ async def get_task(request: Request) -> Response:
 
 
 async def list_events(request: Request) -> Response:
-    """List a task's events after a sequence number."""
+    """List a task's events after a sequence number (or stream them, live)."""
+    if sse.wants_stream(request):
+        return await sse.event_stream_response(
+            request,
+            _gateway(request),
+            _caller(request),
+            _agent_id(request),
+            request.path_params["task_id"],
+        )
     async with _gateway(request).connection() as conn:
         page = await tasks.list_events(
             conn,
@@ -167,15 +181,17 @@ async def continue_task(request: Request) -> Response:
     """Send a follow-up message to a task."""
     raw = await read_body(request)
     body = decode_body(raw, ContinueBody)
+    gw, caller, agent_id = _gateway(request), _caller(request), _agent_id(request)
+    task_id = request.path_params["task_id"]
     async with idempotency.for_request(request, raw, "continue", with_claim=True) as slot:
-        result = await continuation.continue_task(
-            _gateway(request),
-            _caller(request),
-            _agent_id(request),
-            request.path_params["task_id"],
-            body,
-            key=slot,
-        )
+        if sse.wants_stream(request):
+            return slot.keep(
+                await sse.relay_response(
+                    gw,
+                    lambda: relay.stream_follow_up(gw, caller, agent_id, task_id, body, key=slot),
+                )
+            )
+        result = await continuation.continue_task(gw, caller, agent_id, task_id, body, key=slot)
         return slot.keep(forwarded(result))
 
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import dataclass
+from typing import Any
 
 from a2a_continue import protocol
 from a2a_continue.agents import target_of, visible_agent_row
 from a2a_continue.auth import Caller
+from a2a_continue.db import Record
+from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import (
     AgentBadAnswer,
     BadRequest,
@@ -39,33 +43,65 @@ def check_start(agent_id: uuid.UUID, caller: Caller, body: StartBody) -> None:
         raise Forbidden(f"you are not a member of team {body.team_id!r}")
 
 
-async def start_task(
-    gw: Gateway, caller: Caller, agent_id: uuid.UUID, body: StartBody
-) -> Forwarded:
-    """Send a first message to an agent; store the task it starts for the caller."""
+@dataclass(frozen=True, slots=True)
+class Start:
+    """A checked start: the visible agent, how to reach it, and the message id the gateway owns."""
+
+    gw: Gateway
+    caller: Caller
+    agent: Record
+    target: AgentTarget
+    body: StartBody
+    message_id: str
+
+    def payload(self, *, streaming: bool = False) -> dict[str, Any]:
+        """The agent's request: the caller's message with the gateway-owned fields set."""
+        version = self.target.protocol_version
+        context_id = self.body.message.context_id if self.body.message else None
+        message = outgoing_message(self.body, version, self.message_id, None, context_id)
+        return send_payload(self.body, version, message, streaming=streaming)
+
+    async def store(self, task: protocol.AgentTask) -> str:
+        """Record the task the agent started for the caller (its `task_created`)."""
+        agent_id = self.agent["agent_id"]
+        try:
+            async with self.gw.connection() as conn:
+                state = await record_new_task(
+                    conn,
+                    agent_id,
+                    task,
+                    self.caller.sub,
+                    self.body.team_id,
+                    {"messageId": self.message_id},
+                )
+        except Exception:
+            log.exception("agent %s started task %s but it could not be stored", agent_id, task.id)
+            raise DatabaseUnavailable(
+                "the agent answered but the task could not be stored"
+            ) from None
+        if state is None:
+            raise AgentBadAnswer(f"the agent answered with task {task.id!r} of another caller")
+        return state
+
+
+async def begin_start(gw: Gateway, caller: Caller, agent_id: uuid.UUID, body: StartBody) -> Start:
+    """Check a start's body and find the visible agent (400/403/404/422)."""
     check_start(agent_id, caller, body)
     async with gw.connection() as conn:
         agent = await visible_agent_row(conn, caller, agent_id)
     target = target_of(agent, gw.sealer, gw.settings.agent_timeout_s)
-    message_id = str(uuid.uuid4())
-    context_id = body.message.context_id if body.message else None
-    message = outgoing_message(body, target.protocol_version, message_id, None, context_id)
-    reply, answer = await exchange(gw, target, send_payload(body, target.protocol_version, message))
+    return Start(gw, caller, agent, target, body, str(uuid.uuid4()))
+
+
+async def start_task(
+    gw: Gateway, caller: Caller, agent_id: uuid.UUID, body: StartBody
+) -> Forwarded:
+    """Send a first message to an agent; store the task it starts for the caller."""
+    start = await begin_start(gw, caller, agent_id, body)
+    reply, answer = await exchange(gw, start.target, start.payload())
     if answer.task is None:
         return Forwarded(reply.raw, None)
-    try:
-        async with gw.connection() as conn:
-            state = await record_new_task(
-                conn, agent_id, answer.task, caller.sub, body.team_id, {"messageId": message_id}
-            )
-    except Exception:
-        log.exception(
-            "agent %s started task %s but it could not be stored", agent_id, answer.task.id
-        )
-        raise DatabaseUnavailable("the agent answered but the task could not be stored") from None
-    if state is None:
-        raise AgentBadAnswer(f"the agent answered with task {answer.task.id!r} of another caller")
-    return Forwarded(reply.raw, state)
+    return Forwarded(reply.raw, await start.store(answer.task))
 
 
 async def cancel_task(gw: Gateway, caller: Caller, agent_id: uuid.UUID, task_id: str) -> TaskOut:

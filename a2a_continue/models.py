@@ -42,6 +42,13 @@ class HeadersAuth(Base, tag_field="type", tag="headers"):
 AgentAuth = BearerAuth | BasicAuth | HeadersAuth
 
 
+class Capabilities(Base):
+    """What an agent can do beyond a blocking send (§8.2)."""
+
+    streaming: bool = False
+    push_notifications: bool = False
+
+
 class AgentCreate(Base):
     name: Name
     endpoint_url: str
@@ -50,6 +57,7 @@ class AgentCreate(Base):
     team_id: str | None = None
     auth: AgentAuth | None = None
     timeout_seconds: Timeout | None = None
+    capabilities: Capabilities = msgspec.field(default_factory=Capabilities)
 
 
 class AgentPatch(Base):
@@ -60,6 +68,7 @@ class AgentPatch(Base):
     team_id: str | UnsetType | None = UNSET
     auth: AgentAuth | UnsetType | None = UNSET
     timeout_seconds: Timeout | UnsetType | None = UNSET
+    capabilities: Capabilities | UnsetType = UNSET
 
 
 class AgentOut(Out):
@@ -74,6 +83,7 @@ class AgentOut(Out):
     timeout_seconds: float | None
     created_at: dt.datetime
     updated_at: dt.datetime
+    capabilities: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class AgentList(Out):

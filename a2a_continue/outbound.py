@@ -59,8 +59,10 @@ def outgoing_message(
     )
 
 
-def send_payload(body: ContinueBody, version: str, message: dict[str, Any]) -> dict[str, Any]:
-    """Wrap the message in the version's send request."""
+def send_payload(
+    body: ContinueBody, version: str, message: dict[str, Any], *, streaming: bool = False
+) -> dict[str, Any]:
+    """Wrap the message in the version's send request (its streaming one when asked)."""
     config = None
     if body.configuration is not None:
         config = {
@@ -68,7 +70,7 @@ def send_payload(body: ContinueBody, version: str, message: dict[str, Any]) -> d
             "acceptedOutputModes": body.configuration.accepted_output_modes,
         }
     return protocol.build_send_request(
-        version, protocol.new_rpc_id(), message, config, body.metadata
+        version, protocol.new_rpc_id(), message, config, body.metadata, streaming=streaming
     )
 
 

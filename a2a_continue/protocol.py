@@ -27,7 +27,9 @@ USER_ROLES = frozenset({"user", "ROLE_USER"})
 _STATE_PREFIX = "task-state-"
 _STATE_ALIASES = {"cancelled": "canceled"}
 _SEND_METHODS = {"0.3": "message/send", "1.0": "SendMessage"}
+_STREAM_METHODS = {"0.3": "message/stream", "1.0": "SendStreamingMessage"}
 _CANCEL_METHODS = {"0.3": "tasks/cancel", "1.0": "CancelTask"}
+_SUBSCRIBE_METHODS = {"0.3": "tasks/resubscribe", "1.0": "SubscribeToTask"}
 _V10_CONTENT_FIELDS = ("text", "raw", "url", "data")
 
 
@@ -184,21 +186,30 @@ def build_send_request(
     message: JSON,
     configuration: JSON | None = None,
     metadata: JSON | None = None,
+    *,
+    streaming: bool = False,
 ) -> JSON:
-    """Build the JSON-RPC request that sends a message to an agent."""
+    """Build the JSON-RPC request that sends a message to an agent (or asks for a stream)."""
     params: JSON = {"message": message}
     config = {key: value for key, value in (configuration or {}).items() if value is not None}
     if config:
         params["configuration"] = config
     if metadata is not None:
         params["metadata"] = metadata
-    method = _SEND_METHODS[_check_version(version)]
+    methods = _STREAM_METHODS if streaming else _SEND_METHODS
+    method = methods[_check_version(version)]
     return {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}
 
 
 def build_cancel_request(version: str, rpc_id: str, task_id: str) -> JSON:
     """Build the JSON-RPC request that asks an agent to cancel a task."""
     method = _CANCEL_METHODS[_check_version(version)]
+    return {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": {"id": task_id}}
+
+
+def build_subscribe_request(version: str, rpc_id: str, task_id: str) -> JSON:
+    """Build the JSON-RPC request that subscribes to a running task's stream."""
+    method = _SUBSCRIBE_METHODS[_check_version(version)]
     return {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": {"id": task_id}}
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,6 +21,7 @@ _METHODS = {
     "message/send": ("0.3", "send"),
     "tasks/cancel": ("0.3", "cancel"),
 }
+_STREAM_METHODS = {"SendStreamingMessage": "1.0", "message/stream": "0.3"}
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -147,12 +150,82 @@ def _answer(request_id: object, outcome: JSON | _RpcError) -> web.Response:
     return web.Response(body=_ENCODER.encode(body), content_type="application/json")
 
 
-async def _handle(request: web.Request) -> web.Response:
+def _status_frame(task: _Task, version: str, final: bool) -> JSON:
+    rendered = _render(task, version)
+    event: JSON = {"taskId": task.id, "contextId": task.context_id, "status": rendered["status"]}
+    if version == "1.0":
+        return {"statusUpdate": event}
+    return {"kind": "status-update", **event, "final": final}
+
+
+def _artifact_frame(task: _Task, version: str, text: str, append: bool, last: bool) -> JSON:
+    artifact = {"artifactId": task.artifacts[-1][0], "name": "forecast"}
+    event: JSON = {
+        "taskId": task.id,
+        "contextId": task.context_id,
+        "artifact": {**artifact, "parts": [_text_part(version, text)]},
+        "append": append,
+        "lastChunk": last,
+    }
+    return {"artifactUpdate": event} if version == "1.0" else {"kind": "artifact-update", **event}
+
+
+def _stream_frames(tasks: dict[str, _Task], version: str, params: JSON) -> list[JSON]:
+    """The frames of a streamed send: the first turn asks for a city; the next one streams the
+    forecast in two chunks and completes."""
+    message = params.get("message")
+    if not isinstance(message, dict):
+        raise _RpcError(-32602, "Invalid params: message is required")
+    if not message.get("taskId"):
+        task = _Task(id=str(uuid.uuid4()), context_id=str(message.get("contextId") or uuid.uuid4()))
+        tasks[task.id] = task
+        task.state, task.question = "working", None
+        first = _render(task, version)
+        task.state, task.question, task.updated = "input-required", "Which city?", _now()
+        return [{"task": first} if version == "1.0" else first, _status_frame(task, version, True)]
+    city = _user_text(message)
+    task = _continue(tasks, version, str(message["taskId"]), city)
+    done = _status_frame(task, version, True)
+    task.state, task.question = "working", None
+    working = _status_frame(task, version, False)
+    task.state = "completed"
+    return [
+        working,
+        _artifact_frame(task, version, "Sunny", append=False, last=False),
+        _artifact_frame(task, version, f" in {city}", append=True, last=True),
+        done,
+    ]
+
+
+async def _stream(request: web.Request, payload: JSON, version: str) -> web.StreamResponse:
+    request_id = payload.get("id")
+    params = payload.get("params")
+    try:
+        if not isinstance(params, dict):
+            raise _RpcError(-32602, "Invalid params: params must be an object")
+        frames = _stream_frames(request.app[_TASKS], version, params)
+    except _RpcError as error:
+        return _answer(request_id, error)
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    # A caller may close the stream once it has seen the last status: that is not an error.
+    with contextlib.suppress(ConnectionError):
+        for result in frames:
+            body = {"jsonrpc": "2.0", "id": request_id, "result": result}
+            await response.write(b"data: " + _ENCODER.encode(body) + b"\n\n")
+            await asyncio.sleep(0.05)  # a real agent takes its time; callers see frames arrive
+        await response.write_eof()
+    return response
+
+
+async def _handle(request: web.Request) -> web.StreamResponse:
     try:
         payload: Any = msgspec.json.decode(await request.read())
     except msgspec.DecodeError:
         return _answer(None, _RpcError(-32700, "Parse error"))
     request_id = payload.get("id") if isinstance(payload, dict) else None
+    if isinstance(payload, dict) and payload.get("method") in _STREAM_METHODS:
+        return await _stream(request, payload, _STREAM_METHODS[payload["method"]])
     try:
         return _answer(request_id, _dispatch(request.app[_TASKS], payload))
     except _RpcError as error:

@@ -32,6 +32,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pool_size: int = 10
     idempotency_ttl_s: float = 86400.0
     idempotency_sweep_s: float = 300.0
+    stream_max_s: float = 3600.0
+    max_streams: int = 1000
+    keepalive_s: float = 15.0
+    stream_poll_s: float = 3.0
+    listen: bool = True
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -55,6 +60,17 @@ def _integer(env: Mapping[str, str], name: str, default: int, high: int | None =
     return int(value)
 
 
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if raw == "":
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name} must be true or false, got {env[name]!r}")
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Build the settings from ``env`` (default: the process environment)."""
     env = os.environ if env is None else env
@@ -73,4 +89,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         pool_size=_integer(env, "A2AC_POOL_SIZE", 10),
         idempotency_ttl_s=_number(env, "A2AC_IDEMPOTENCY_TTL_S", 86400.0),
         idempotency_sweep_s=_number(env, "A2AC_IDEMPOTENCY_SWEEP_S", 300.0),
+        stream_max_s=_number(env, "A2AC_STREAM_MAX_S", 3600.0),
+        max_streams=_integer(env, "A2AC_MAX_STREAMS", 1000),
+        keepalive_s=_number(env, "A2AC_KEEPALIVE_S", 15.0),
+        stream_poll_s=_number(env, "A2AC_STREAM_POLL_S", 3.0),
+        listen=_flag(env, "A2AC_LISTEN", True),
     )

@@ -21,6 +21,10 @@ from a2a_continue.protocol import CANONICAL_STATES, AgentTask, canonical_state
 
 TERMINAL_SQL = "('completed', 'canceled', 'failed', 'rejected')"
 
+# Every statement that appends an event also notifies this channel with the task's row id,
+# in the same transaction, so live streams on any replica wake and read the new rows.
+EVENTS_CHANNEL = "a2ac_task_events"
+
 TASK_COLUMNS = """t.id AS row_id, t.agent_id, t.task_id, t.context_id, t.state,
     t.status_message, t.artifacts, t.owner, t.team_id, t.created_at, t.updated_at,
     t.completed_at, t.last_seq"""
@@ -46,13 +50,15 @@ def task_out(row: Record) -> TaskOut:
 
 # ---- writes -------------------------------------------------------------------------------
 
-APPEND_EVENT = """
+APPEND_EVENT = f"""
 WITH next AS (
     UPDATE a2a_tasks SET last_seq = last_seq + 1 WHERE id = $1 RETURNING id, last_seq
+), appended AS (
+    INSERT INTO a2a_task_events (task, seq, type, previous_state, new_state, actor, data)
+    SELECT id, last_seq, $2, $3, $4, $5, $6 FROM next
+    RETURNING task, seq
 )
-INSERT INTO a2a_task_events (task, seq, type, previous_state, new_state, actor, data)
-SELECT id, last_seq, $2, $3, $4, $5, $6 FROM next
-RETURNING seq
+SELECT seq, pg_notify('{EVENTS_CHANNEL}', task::text) AS notified FROM appended
 """
 
 
@@ -97,7 +103,9 @@ WITH up AS (
     INSERT INTO a2a_task_events (task, seq, type, previous_state, new_state, actor, data)
     SELECT id, 1, 'task_created', NULL, state, $7, $9 FROM up WHERE inserted
 )
-SELECT id, state, inserted FROM up
+SELECT id, state, inserted,
+    CASE WHEN inserted THEN pg_notify('{EVENTS_CHANNEL}', id::text) END AS notified
+FROM up
 """
 
 
@@ -157,7 +165,7 @@ WITH {_OUTCOME_UPDATE}, event AS (
     INSERT INTO a2a_task_events (task, seq, type, previous_state, new_state, actor, data)
     SELECT row_id, last_seq, $7, previous, state, $8, $9 FROM upd
 )
-SELECT * FROM upd
+SELECT upd.*, pg_notify('{EVENTS_CHANNEL}', upd.row_id::text) AS notified FROM upd
 """
 
 # The same outcome without its event: used when the event write itself failed.

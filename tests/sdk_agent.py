@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -49,6 +50,8 @@ class SdkAgent:
     url: str
     received: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    # The body of each answer, as sent (a stream's events included).
+    answers: list[bytes] = field(default_factory=list)
 
 
 class WeatherExecutor(AgentExecutor):
@@ -80,6 +83,44 @@ class WeatherExecutor(AgentExecutor):
             await updater.failed()
         else:
             await updater.requires_input(updater.new_agent_message([new_text_part("Which city?")]))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """Mark the task canceled."""
+        assert context.task_id is not None and context.context_id is not None
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        await updater.update_status(TaskState.TASK_STATE_CANCELED)
+
+
+class StreamingWeatherExecutor(AgentExecutor):
+    """Report its work as it goes: working, a draft in two chunks, then ask for a city;
+    on the follow-up, stream the forecast and complete. Text `slow` pauses before asking."""
+
+    def __init__(self, pause_s: float = 0.0) -> None:
+        self.pause_s = pause_s
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """Start a task or finish an interrupted one, one event at a time."""
+        assert context.message is not None
+        text = context.get_user_input()
+        task = context.current_task
+        if task is None:
+            task = new_task_from_user_message(context.message)
+            await event_queue.enqueue_event(task)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        await updater.start_work()
+        if context.current_task is None:
+            await updater.add_artifact([new_text_part("Looking ")], "draft", "draft")
+            await updater.add_artifact(
+                [new_text_part("for a city")], "draft", "draft", append=True, last_chunk=True
+            )
+            if text == "slow":
+                await asyncio.sleep(self.pause_s)
+            await updater.requires_input(updater.new_agent_message([new_text_part("Which city?")]))
+            return
+        if text == "slow":
+            await asyncio.sleep(self.pause_s)
+        await updater.add_artifact([new_text_part(f"Sunny in {text}")], "forecast", "forecast")
+        await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Mark the task canceled."""
@@ -140,10 +181,18 @@ class _Recorder:
             replayed = True
             return {"type": "http.request", "body": body, "more_body": False}
 
-        await self.app(scope, replay, send)
+        index = len(self.agent.answers)
+        self.agent.answers.append(b"")
+
+        async def record(message: AsgiMessage) -> None:
+            if message["type"] == "http.response.body":
+                self.agent.answers[index] += message.get("body", b"")
+            await send(message)
+
+        await self.app(scope, replay, record)
 
 
-def _card(url: str) -> AgentCard:
+def _card(url: str, streaming: bool = False) -> AgentCard:
     return AgentCard(
         name="SDK weather agent",
         description="Asks for a city, then gives a forecast.",
@@ -151,7 +200,7 @@ def _card(url: str) -> AgentCard:
         supported_interfaces=[
             AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
         ],
-        capabilities=AgentCapabilities(streaming=False, push_notifications=False),
+        capabilities=AgentCapabilities(streaming=streaming, push_notifications=False),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[
@@ -167,13 +216,18 @@ def _card(url: str) -> AgentCard:
 
 
 @contextlib.asynccontextmanager
-async def run_sdk_agent() -> AsyncIterator[SdkAgent]:
-    """Serve the SDK agent on a free local port in the running loop for the block's duration."""
+async def run_sdk_agent(streaming: bool = False, pause_s: float = 0.0) -> AsyncIterator[SdkAgent]:
+    """Serve the SDK agent on a free local port in the running loop for the block's duration.
+
+    ``streaming`` serves the streaming executor with a card that says so (``pause_s`` is its
+    pause on the text `slow`).
+    """
     agent = SdkAgent(url="")
+    executor: AgentExecutor = StreamingWeatherExecutor(pause_s) if streaming else WeatherExecutor()
     handler = _Handler(
-        agent_executor=WeatherExecutor(),
+        agent_executor=executor,
         task_store=InMemoryTaskStore(),
-        agent_card=_card("http://127.0.0.1/"),
+        agent_card=_card("http://127.0.0.1/", streaming),
     )
     app = Starlette(routes=create_jsonrpc_routes(handler, "/", enable_v0_3_compat=True))
     try:

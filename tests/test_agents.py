@@ -32,6 +32,7 @@ AGENT_KEYS = {
     "teamId",
     "owner",
     "authType",
+    "capabilities",
     "timeoutSeconds",
     "createdAt",
     "updatedAt",

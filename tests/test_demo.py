@@ -19,4 +19,8 @@ def test_demo_runs_both_turns_and_exits_zero() -> None:
     assert "A2A-Task-State: input-required" in out
     assert "A2A-Task-State: completed" in out
     assert out.index('"task_created"') < out.index('"task_continued"')
+    streamed = out[out.index("the same two turns, streamed") :]
+    assert "stream event: artifact-update" in streamed
+    assert "live event: task_continued" in streamed
+    assert '"newState": "completed"' in streamed
     assert "demo succeeded" in out

@@ -24,6 +24,7 @@ from a2a_continue.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings, SettingsError, load_settings
 from tests import test_continue_concurrency as processes
 from tests.conftest import Client, Response, token
+from tests.sdk_agent import run_sdk_agent
 from tests.servers import serve_asgi
 from tests.test_continue import (
     BUSY_TYPE,
@@ -54,6 +55,7 @@ PROBLEM = "urn:a2a-continue:problem:"
 REUSED = PROBLEM + "idempotency-key-reused"
 IN_FLIGHT = PROBLEM + "idempotency-key-in-flight"
 STREAMED = PROBLEM + "idempotency-key-streamed"
+STREAMING = {"streaming": True}
 
 
 def keyed(key: str) -> dict[str, str]:
@@ -713,6 +715,79 @@ async def test_streamed_start_names_its_task_once_the_stream_does(
     assert assert_problem(before_the_task, 409)["type"] == STREAMED
     assert "eventsUrl" not in before_the_task.json()
     assert assert_problem(after_the_task, 409)["eventsUrl"] == agent.task("T9") + "/events"
+    assert agent.received == []
+
+
+async def post_keyed_stream(client: Client, path: str, body: JSON, key: str) -> Response:
+    """POST asking for a stream; the whole answer, events and all, as one response."""
+    headers = {"Accept": "text/event-stream", **keyed(key)}
+    return await client.call("POST", path, body, headers=headers)
+
+
+def first_task_of(stream: Response) -> str:
+    """The task id the first event of a streamed start names."""
+    data = next(line for line in stream.raw.decode().splitlines() if line.startswith("data:"))
+    result = msgspec.json.decode(data.removeprefix("data:").strip())["result"]
+    return str(result["task"]["id"] if "task" in result else result["id"])
+
+
+async def test_streamed_start_with_a_key_keeps_nothing_and_sends_retries_to_its_events(
+    client: Client, db: asyncpg.Connection
+) -> None:
+    async with run_sdk_agent(streaming=True) as sdk:
+        agent = await register(client, sdk.url, "1.0", sdk.received, capabilities=STREAMING)
+        first = await post_keyed_stream(client, start_path(agent), {"text": "hi"}, "s")
+        task_id = first_task_of(first)
+
+        streamed_retry = await post_keyed_stream(client, start_path(agent), {"text": "hi"}, "s")
+        blocking_retry = await client.call(
+            "POST", start_path(agent), {"text": "hi"}, headers=keyed("s")
+        )
+
+    assert first.status == 200
+    assert first.headers["Content-Type"].startswith("text/event-stream")
+    [row] = await key_rows(db)
+    assert (row["streamed"], row["stream_task"], row["status"]) == (True, task_id, None)
+    for retry in (streamed_retry, blocking_retry):
+        problem = assert_problem(retry, 409)
+        assert problem["type"] == STREAMED
+        assert problem["eventsUrl"] == agent.task(task_id) + "/events"
+    assert len(sdk.received) == 1
+
+
+async def test_streamed_follow_up_with_a_key_sends_retries_to_the_tasks_events(
+    client: Client, db: asyncpg.Connection
+) -> None:
+    async with run_sdk_agent(streaming=True) as sdk:
+        agent = await register(client, sdk.url, "1.0", sdk.received, capabilities=STREAMING)
+        task = await start(client, agent, "hi")
+        path = agent.messages(task["id"])
+        first = await post_keyed_stream(client, path, {"text": "Paris"}, "s")
+        retry = await post_keyed_stream(client, path, {"text": "Paris"}, "s")
+
+    assert first.status == 200
+    assert first.headers["Content-Type"].startswith("text/event-stream")
+    problem = assert_problem(retry, 409)
+    assert (problem["type"], problem["taskId"]) == (STREAMED, task["id"])
+    assert problem["eventsUrl"] == agent.task(task["id"]) + "/events"
+    assert len(sdk.received) == 2
+    [row] = await key_rows(db)
+    assert (row["route"], row["streamed"], row["body"]) == ("continue", True, None)
+
+
+async def test_streamed_request_refused_before_the_stream_releases_its_key(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"), capabilities=STREAMING)
+
+    unknown = await post_keyed_stream(client, agent.messages("nope"), {"text": "x"}, "s")
+    invisible = await post_keyed_stream(
+        client.as_(token(BOB)), start_path(agent), {"text": "x"}, "s"
+    )
+
+    assert assert_problem(unknown, 404)
+    assert assert_problem(invisible, 404)
+    assert await key_rows(db) == []
     assert agent.received == []
 
 

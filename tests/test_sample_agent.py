@@ -8,6 +8,9 @@ from typing import Any
 import aiohttp
 import pytest
 
+from a2a_continue.agent_stream import stream_rpc
+from a2a_continue.downstream import AgentTarget
+from a2a_continue.live.updates import parse_frame
 from a2a_continue.sample_agent import start_sample_agent
 from tests.rpc import message_v03, message_v10, rpc
 
@@ -107,3 +110,35 @@ async def test_malformed_requests_get_json_rpc_errors(
     body = {"jsonrpc": "2.0", "id": "req-1", "method": "SendMessage"}
     async with http.post(agent_url, json=body) as response:
         assert (await response.json())["error"]["code"] == -32602
+
+
+async def _stream(http: aiohttp.ClientSession, url: str, method: str, params: JSON) -> list[Any]:
+    version = "0.3" if "/" in method else "1.0"
+    target = AgentTarget(endpoint_url=url, protocol_version=version, timeout_s=5)
+    payload = {"jsonrpc": "2.0", "id": "s1", "method": method, "params": params}
+    return [parse_frame(f.body) async for f in stream_rpc(http, target, payload, 1 << 20)]
+
+
+@pytest.mark.parametrize(
+    ("method", "message"),
+    [("SendStreamingMessage", message_v10), ("message/stream", message_v03)],
+)
+async def test_a_streamed_task_asks_for_a_city_then_streams_the_forecast_in_chunks(
+    http: aiohttp.ClientSession, agent_url: str, method: str, message: Any
+) -> None:
+    first = await _stream(http, agent_url, method, message("weather?"))
+    assert [(u.kind, u.state) for u in first] == [
+        ("task", "working"),
+        ("status-update", "input-required"),
+    ]
+    task_id = first[0].task_id
+    second = await _stream(http, agent_url, method, message("Oslo", task_id))
+    assert [(u.kind, u.state) for u in second] == [
+        ("status-update", "working"),
+        ("artifact-update", None),
+        ("artifact-update", None),
+        ("status-update", "completed"),
+    ]
+    chunks = [(c.append, c.artifact["parts"][0]["text"]) for u in second for c in u.artifacts]
+    assert chunks == [(False, "Sunny"), (True, " in Oslo")]
+    assert second[-1].final is (method == "message/stream")

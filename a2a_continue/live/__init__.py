@@ -1,0 +1,1 @@
+"""Live tasks: updates an agent reports while a task runs, streams, and their fan-out."""
