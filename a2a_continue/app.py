@@ -19,6 +19,7 @@ from a2a_continue import handlers as h
 from a2a_continue.auth import PermissionMiddleware
 from a2a_continue.db import QueryLogger, create_pool
 from a2a_continue.errors import AppError, problem_response
+from a2a_continue.facade import handlers as facade
 from a2a_continue.gateway import Gateway
 from a2a_continue.idempotency import Replayed, on_replayed, start_sweeper, stop_sweeper
 from a2a_continue.live.hub import Hub
@@ -29,6 +30,7 @@ from a2a_continue.settings import Settings
 log = logging.getLogger(__name__)
 
 TASK = "/v1/a2a/{agent_id:uuid}/tasks/{task_id}"
+FACADE = "/a2a/{agent_id:uuid}"
 
 ROUTES = [
     Route("/healthz", h.healthz, methods=["GET"]),
@@ -44,6 +46,8 @@ ROUTES = [
     Route(TASK + "/events", h.list_events, methods=["GET"]),
     Route(TASK + "/messages", h.continue_task, methods=["POST"]),
     Route(TASK + "/cancel", h.cancel_task, methods=["POST"]),
+    Route(FACADE + "/.well-known/agent-card.json", facade.agent_card, methods=["GET"]),
+    Route(FACADE, facade.agent_rpc, methods=["POST"]),
 ]
 
 

@@ -37,6 +37,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     keepalive_s: float = 15.0
     stream_poll_s: float = 3.0
     listen: bool = True
+    public_url: str | None = None
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -94,4 +95,5 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         keepalive_s=_number(env, "A2AC_KEEPALIVE_S", 15.0),
         stream_poll_s=_number(env, "A2AC_STREAM_POLL_S", 3.0),
         listen=_flag(env, "A2AC_LISTEN", True),
+        public_url=env.get("A2AC_PUBLIC_URL") or None,
     )

@@ -1,0 +1,269 @@
+"""The A2A methods the façade serves, each on top of the gateway's own use cases."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from a2a_continue import continuation, invoke, protocol
+from a2a_continue.agents import target_of
+from a2a_continue.auth import TASK_VISIBLE, Caller
+from a2a_continue.errors import AgentBadAnswer, Invalid
+from a2a_continue.facade import translate
+from a2a_continue.facade.errors import (
+    INVALID_PARAMS,
+    PUSH_NOT_SUPPORTED,
+    RpcError,
+    from_agent_error,
+)
+from a2a_continue.gateway import Gateway
+from a2a_continue.live.updates import record_update, update_from_task
+from a2a_continue.models import ContinueBody, StartBody, TaskOut
+from a2a_continue.outbound import exchange
+from a2a_continue.tasks import find_task, list_tasks
+
+JSON = dict[str, Any]
+
+_GET_METHODS = {"0.3": "tasks/get", "1.0": "GetTask"}
+MAX_PAGE_SIZE = 100
+DEFAULT_PAGE_SIZE = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One JSON-RPC call to the façade: who, to which agent, in which version."""
+
+    gw: Gateway
+    caller: Caller
+    agent_id: uuid.UUID
+    version: str
+    method: str
+    # The key a retried send is recognised by (Idempotency-Key header, else the client's
+    # messageId, as SPEC §10 allows); the idempotency layer reads it here.
+    idempotency_key: str | None = None
+
+
+class AgentRpcError(Exception):
+    """The agent answered with a JSON-RPC error, passed on in the client's version."""
+
+    def __init__(self, error: object, version: str) -> None:
+        super().__init__("the agent answered with an error")
+        self.error = from_agent_error(error, version)
+
+
+def bad_params(loc: str, msg: str) -> RpcError:
+    """An invalid-params error naming where the params are wrong."""
+    return RpcError(INVALID_PARAMS, f"{loc}: {msg}", errors=[{"loc": loc, "msg": msg}])
+
+
+def _object(params: JSON, name: str, required: bool = False) -> JSON | None:
+    value = params.get(name)
+    if value is None:
+        if required:
+            raise bad_params(f"$.params.{name}", "is required")
+        return None
+    if not isinstance(value, dict):
+        raise bad_params(f"$.params.{name}", "must be an object")
+    return value
+
+
+def _task_id(params: JSON) -> str:
+    value = params.get("id")
+    if not isinstance(value, str) or not value:
+        raise bad_params("$.params.id", "must be a non-empty string")
+    return value
+
+
+def _history_length(source: JSON | None, loc: str) -> int | None:
+    value = (source or {}).get("historyLength")
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise bad_params(f"{loc}.historyLength", "must be an integer >= 0")
+    return value
+
+
+def send_body(params: JSON) -> StartBody:
+    """Read a send's params (either version) as the body of a REST start or follow-up."""
+    message = _object(params, "message", required=True)
+    config = _object(params, "configuration") or {}
+    body: JSON = {"message": message}
+    gateway_config = {
+        "historyLength": _history_length(config, "$.params.configuration"),
+        "acceptedOutputModes": config.get("acceptedOutputModes") or None,
+    }
+    if any(value is not None for value in gateway_config.values()):
+        body["configuration"] = gateway_config
+    if params.get("metadata") is not None:
+        body["metadata"] = params["metadata"]
+    try:
+        return msgspec.convert(body, StartBody)
+    except msgspec.ValidationError as exc:
+        text, _, loc = str(exc).partition(" - at `")
+        raise bad_params((loc.rstrip("`") or "$").replace("$", "$.params", 1), text) from None
+
+
+def _answer(raw: bytes, version: str) -> object:
+    reply = msgspec.json.decode(raw)
+    if reply.get("error") is not None:
+        raise AgentRpcError(reply["error"], version)
+    return translate.result(reply.get("result"), version)
+
+
+async def send(call: Call, params: JSON) -> object:
+    """SendMessage / message/send: a start, or a follow-up when the message names a task."""
+    body = send_body(params)
+    assert body.message is not None
+    task_id = body.message.task_id
+    if task_id is None:
+        started = await invoke.start_task(call.gw, call.caller, call.agent_id, body)
+        return _answer(started.raw, call.version)
+    continued = await continuation.continue_task(
+        call.gw, call.caller, call.agent_id, task_id, as_continue(body)
+    )
+    return _answer(continued.raw, call.version)
+
+
+def as_continue(body: StartBody) -> ContinueBody:
+    """The body of a follow-up: a start's body without its team."""
+    return ContinueBody(
+        message=body.message,
+        text=body.text,
+        configuration=body.configuration,
+        metadata=body.metadata,
+    )
+
+
+async def get(call: Call, params: JSON) -> object:
+    """GetTask / tasks/get: ask the agent, record what changed, answer the agent's task."""
+    task_id = _task_id(params)
+    history_length = _history_length(params, "$.params")
+    async with call.gw.connection() as conn:
+        row = await find_task(conn, call.caller, call.agent_id, task_id)
+    target = target_of(row, call.gw.sealer, call.gw.settings.agent_timeout_s)
+    agent_params: JSON = {"id": task_id}
+    if history_length is not None:
+        agent_params["historyLength"] = history_length
+    payload = {
+        "jsonrpc": "2.0",
+        "id": protocol.new_rpc_id(),
+        "method": _GET_METHODS[target.protocol_version],
+        "params": agent_params,
+    }
+    reply, answer = await exchange(call.gw, target, payload)
+    if answer.error_code is not None:
+        raise AgentRpcError(reply.body.get("error"), call.version)
+    if answer.task is None or answer.task.id != task_id:
+        raise AgentBadAnswer("the agent answered GetTask without the task")
+    found = translate.frame_kind(reply.body["result"])
+    assert found is not None
+    await _record_refresh(call, row, found[1])
+    return translate.task(found[1], call.version, history_length)
+
+
+async def _record_refresh(call: Call, row: Any, snapshot: JSON) -> None:
+    """Record what the agent's answer changed, as `GET …?refresh=true` does (§8.4)."""
+    async with call.gw.connection() as conn:
+        await record_update(
+            conn,
+            row["row_id"],
+            update_from_task(snapshot),
+            source="refresh",
+            actor=call.caller.sub,
+        )
+
+
+def stored_task(task: TaskOut, version: str) -> object:
+    """Show a task row of the gateway as an A2A task of ``version``."""
+    status: JSON = {"state": task.state, "timestamp": translate.timestamp(task.updated_at)}
+    if task.status_message is not None:
+        status["message"] = task.status_message
+    out: JSON = {"id": task.id, "status": status, "artifacts": task.artifacts}
+    if task.context_id is not None:
+        out["contextId"] = task.context_id
+    return translate.task(out, version)
+
+
+async def cancel(call: Call, params: JSON) -> object:
+    """CancelTask / tasks/cancel: the REST cancel, answered as an A2A task."""
+    task = await invoke.cancel_task(call.gw, call.caller, call.agent_id, _task_id(params))
+    return stored_task(task, call.version)
+
+
+def _page_size(params: JSON) -> int:
+    value = params.get("pageSize", DEFAULT_PAGE_SIZE)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise bad_params("$.params.pageSize", "must be an integer")
+    if not 1 <= value <= MAX_PAGE_SIZE:
+        raise bad_params("$.params.pageSize", f"must be between 1 and {MAX_PAGE_SIZE}")
+    return value
+
+
+def _list_query(params: JSON) -> dict[str, str]:
+    if params.get("statusTimestampAfter") is not None:
+        raise bad_params("$.params.statusTimestampAfter", "is not supported by this gateway")
+    query = {"limit": str(_page_size(params))}
+    for name, key in (("contextId", "contextId"), ("pageToken", "cursor")):
+        value = params.get(name)
+        if value is not None and not isinstance(value, str):
+            raise bad_params(f"$.params.{name}", "must be a string")
+        if value:
+            query[key] = value
+    status = params.get("status")
+    if status not in (None, "", "TASK_STATE_UNSPECIFIED"):
+        if not isinstance(status, str) or protocol.canonical_state(status) == "unknown":
+            raise bad_params("$.params.status", "must be a task state such as TASK_STATE_WORKING")
+        query["state"] = protocol.canonical_state(status)
+    return query
+
+
+COUNT_TASKS = f"""
+SELECT count(*) FROM a2a_tasks t JOIN a2a_agents a ON a.id = t.agent_id
+WHERE t.agent_id = $4 AND {TASK_VISIBLE}
+  AND ($5::text IS NULL OR t.state = $5) AND ($6::text IS NULL OR t.context_id = $6)
+"""
+
+
+async def list_(call: Call, params: JSON) -> object:
+    """ListTasks (1.0): the caller's tasks of this agent from the store, newest first."""
+    query = _list_query(params)
+    try:
+        async with call.gw.connection() as conn:
+            page = await list_tasks(conn, call.caller, call.agent_id, query)
+            total = await conn.fetchval(
+                COUNT_TASKS,
+                *call.caller.scope_args(),
+                call.agent_id,
+                query.get("state"),
+                query.get("contextId"),
+            )
+    except Invalid as error:
+        loc = error.extra["errors"][0]["loc"].replace("$.query.cursor", "$.params.pageToken")
+        raise bad_params(loc, "is not a page token this gateway issued") from None
+    include_artifacts = params.get("includeArtifacts") is True
+    listed = [stored_task(task, "1.0") for task in page.tasks]
+    if not include_artifacts:
+        for task in listed:
+            if isinstance(task, dict):
+                task.pop("artifacts", None)
+    return {
+        "tasks": listed,
+        "nextPageToken": page.next_cursor or "",
+        "pageSize": int(query["limit"]),
+        "totalSize": int(total or 0),
+    }
+
+
+async def push_not_supported(call: Call, params: JSON) -> object:
+    """Push-notification methods: the gateway offers no push notifications."""
+    raise RpcError(PUSH_NOT_SUPPORTED, "push notifications are not supported")
+
+
+Method = Callable[[Call, JSON], Awaitable[object]]
+# A streaming method yields results (any version's shape); the first one is awaited before
+# the stream is answered, so refusals before it are plain JSON-RPC errors.
+StreamMethod = Callable[[Call, JSON], AsyncGenerator[object]]

@@ -1,0 +1,244 @@
+"""JSON-RPC 2.0 at the gateway: parse a request, pick the method, answer in the client's version."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from a2a_continue.errors import AppError, Forbidden
+from a2a_continue.facade import methods as m
+from a2a_continue.facade import streams
+from a2a_continue.facade.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    VERSION_NOT_SUPPORTED,
+    RpcError,
+    from_app_error,
+)
+from a2a_continue.protocol import INTERRUPTED_STATES, TERMINAL_STATES
+
+log = logging.getLogger(__name__)
+
+JSON_TYPE = "application/json"
+VERSION_HEADER = "A2A-Version"
+DEFAULT_VERSION = "0.3"  # what the A2A spec says a request without A2A-Version speaks
+READ, INVOKE = "a2a.read", "a2a.invoke"
+
+
+@dataclass(frozen=True, slots=True)
+class MethodSpec:
+    """One JSON-RPC method: the version its name belongs to, its permission, its code."""
+
+    version: str
+    permission: str
+    run: m.Method | None = None
+    frames: m.StreamMethod | None = None
+    # A stream's `final` (0.3) marks the status in one of these states.
+    final_states: frozenset[str] = frozenset()
+
+
+_PUSH_METHODS = {
+    "1.0": (
+        "CreateTaskPushNotificationConfig",
+        "GetTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs",
+        "DeleteTaskPushNotificationConfig",
+    ),
+    "0.3": (
+        "tasks/pushNotificationConfig/set",
+        "tasks/pushNotificationConfig/get",
+        "tasks/pushNotificationConfig/list",
+        "tasks/pushNotificationConfig/delete",
+    ),
+}
+
+SETTLED = TERMINAL_STATES | INTERRUPTED_STATES
+
+METHODS: dict[str, MethodSpec] = {
+    "SendMessage": MethodSpec("1.0", INVOKE, run=m.send),
+    "message/send": MethodSpec("0.3", INVOKE, run=m.send),
+    "SendStreamingMessage": MethodSpec(
+        "1.0", INVOKE, frames=streams.send_frames, final_states=SETTLED
+    ),
+    "message/stream": MethodSpec("0.3", INVOKE, frames=streams.send_frames, final_states=SETTLED),
+    "SubscribeToTask": MethodSpec(
+        "1.0", READ, frames=streams.subscribe_frames, final_states=TERMINAL_STATES
+    ),
+    "tasks/resubscribe": MethodSpec(
+        "0.3", READ, frames=streams.subscribe_frames, final_states=TERMINAL_STATES
+    ),
+    "GetTask": MethodSpec("1.0", READ, run=m.get),
+    "tasks/get": MethodSpec("0.3", READ, run=m.get),
+    "ListTasks": MethodSpec("1.0", READ, run=m.list_),
+    "CancelTask": MethodSpec("1.0", INVOKE, run=m.cancel),
+    "tasks/cancel": MethodSpec("0.3", INVOKE, run=m.cancel),
+    **{
+        name: MethodSpec(version, READ, run=m.push_not_supported)
+        for version, names in _PUSH_METHODS.items()
+        for name in names
+    },
+}
+
+
+class Unreadable(RpcError):
+    """A request the façade cannot dispatch, with the id it could read (or None)."""
+
+    def __init__(self, code: int, message: str, rpc_id: Any = None, **members: Any) -> None:
+        super().__init__(code, message, **members)
+        self.rpc_id = rpc_id
+
+
+class RpcRequest(msgspec.Struct, frozen=True):
+    """The parts of a JSON-RPC request the façade reads."""
+
+    rpc_id: Any
+    method: str
+    params: dict[str, Any]
+
+
+def asked_version(request: Request) -> str | None:
+    """Read the protocol version the client names (header, else query); None when absent."""
+    raw = request.headers.get(VERSION_HEADER) or request.query_params.get(VERSION_HEADER)
+    if raw is None or not raw.strip():
+        return None
+    major, _, rest = raw.strip().partition(".")
+    minor = rest.partition(".")[0] or "0"
+    version = f"{major}.{minor}"
+    if version not in ("1.0", "0.3"):
+        raise RpcError(
+            VERSION_NOT_SUPPORTED,
+            f"A2A version {raw.strip()!r} is not supported; use 1.0 or 0.3",
+            supported=["1.0", "0.3"],
+        )
+    return version
+
+
+def parse_request(raw: bytes) -> RpcRequest:
+    """Decode one JSON-RPC request; raise the JSON-RPC error that says what is wrong."""
+    try:
+        body = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        raise Unreadable(PARSE_ERROR, "the body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise Unreadable(INVALID_REQUEST, "the body must be one JSON-RPC request object")
+    rpc_id = body.get("id")
+    if isinstance(rpc_id, bool) or not isinstance(rpc_id, str | int | float | None):
+        raise Unreadable(INVALID_REQUEST, "'id' must be a string, a number or null")
+    if body.get("jsonrpc") != "2.0":
+        raise Unreadable(INVALID_REQUEST, "'jsonrpc' must be \"2.0\"", rpc_id=rpc_id)
+    method = body.get("method")
+    if not isinstance(method, str):
+        raise Unreadable(INVALID_REQUEST, "'method' must be a string", rpc_id=rpc_id)
+    params = body.get("params", {})
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise Unreadable(INVALID_PARAMS, "'params' must be an object", rpc_id=rpc_id)
+    return RpcRequest(rpc_id, method, params)
+
+
+def rpc_response(rpc_id: Any, *, result: Any = None, error: Any = None) -> Response:
+    """A JSON-RPC answer, always HTTP 200, carrying the client's id exactly."""
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": rpc_id}
+    if error is not None:
+        body["error"] = error
+    else:
+        body["result"] = result
+    return Response(msgspec.json.encode(body), media_type=JSON_TYPE)
+
+
+def resolve(request: Request, parsed: RpcRequest) -> MethodSpec:
+    """Find the method; its name tells the version the client speaks.
+
+    Every method name belongs to one version, so the name decides (a 1.0 client that
+    leaves out A2A-Version is still understood); a version the client names must be one
+    the gateway serves.
+    """
+    try:
+        asked_version(request)
+    except RpcError as error:
+        raise Unreadable(error.code, error.message, parsed.rpc_id, **error.members) from None
+    spec = METHODS.get(parsed.method)
+    if spec is None:
+        raise Unreadable(
+            METHOD_NOT_FOUND, f"method {parsed.method!r} is not served here", parsed.rpc_id
+        )
+    return spec
+
+
+def _failure(call: m.Call, parsed: RpcRequest, exc: Exception) -> Response:
+    if isinstance(exc, RpcError):
+        return rpc_response(parsed.rpc_id, error=exc.render(call.version))
+    if isinstance(exc, m.AgentRpcError):
+        return rpc_response(parsed.rpc_id, error=exc.error)
+    if isinstance(exc, AppError):
+        rendered = from_app_error(exc, parsed.method, call.version).render(call.version)
+        return rpc_response(parsed.rpc_id, error=rendered)
+    log.error("unexpected error in %s on agent %s", parsed.method, call.agent_id, exc_info=exc)
+    bug = RpcError(INTERNAL_ERROR, "an unexpected error occurred; it has been logged")
+    return rpc_response(parsed.rpc_id, error=bug.render(call.version))
+
+
+async def dispatch(call: m.Call, spec: MethodSpec, parsed: RpcRequest) -> Response:
+    """Run the method; every refusal becomes a JSON-RPC error in the client's version."""
+    if spec.frames is not None:
+        return await _open_stream(call, spec, parsed)
+    assert spec.run is not None
+    try:
+        result = await spec.run(call, parsed.params)
+    except Exception as exc:
+        return _failure(call, parsed, exc)
+    return rpc_response(parsed.rpc_id, result=result)
+
+
+async def _open_stream(call: m.Call, spec: MethodSpec, parsed: RpcRequest) -> Response:
+    """Answer a stream once its first frame is there; a refusal before it is plain JSON."""
+    assert spec.frames is not None
+    try:
+        slot = call.gw.streams.take()
+    except AppError as exc:
+        return _failure(call, parsed, exc)
+    frames = spec.frames(call, parsed.params)
+    try:
+        first = await anext(frames)
+    except StopAsyncIteration:
+        first = streams.ErrorFrame(
+            RpcError(INTERNAL_ERROR, "the stream ended before its first frame").render(call.version)
+        )
+    except Exception as exc:
+        slot.release()
+        await frames.aclose()
+        return _failure(call, parsed, exc)
+    if isinstance(first, streams.ErrorFrame):
+        slot.release()
+        await frames.aclose()
+        return rpc_response(parsed.rpc_id, error=first.error)
+    return streams.stream_response(call, parsed.rpc_id, spec.final_states, first, frames, slot)
+
+
+def check_permission(call: m.Call, spec: MethodSpec) -> None:
+    """The method's permission, checked once the method is known (HTTP 403 otherwise)."""
+    if not call.caller.may(spec.permission):
+        raise Forbidden(f"the A2A method {call.method!r} needs the {spec.permission!r} permission")
+
+
+def fallback_version(request: Request) -> str:
+    """The version to answer in before the method is known."""
+    try:
+        return asked_version(request) or DEFAULT_VERSION
+    except RpcError:
+        return "1.0"
+
+
+def refuse(request: Request, error: RpcError) -> Response:
+    """Answer a request the façade could not dispatch."""
+    rpc_id = error.rpc_id if isinstance(error, Unreadable) else None
+    return rpc_response(rpc_id, error=error.render(fallback_version(request)))
