@@ -91,12 +91,27 @@ def key_from(headers: Headers) -> str | None:
         return None
     if len(values) > 1:
         raise InvalidKey("must be sent once")
-    key = values[0]
+    return check_key(values[0])
+
+
+def check_key(key: str) -> str:
+    """Return ``key`` if it is 1 to 255 printable ASCII characters; raise 422 otherwise."""
     if not 1 <= len(key) <= MAX_KEY_LENGTH:
         raise InvalidKey(f"must be 1 to {MAX_KEY_LENGTH} characters long")
     if not all(" " <= c <= "~" for c in key):
         raise InvalidKey("must be printable ASCII")
     return key
+
+
+def message_key(message_id: str) -> str:
+    """The key a client's messageId stands for: itself, or its digest when it is no valid key.
+
+    A2A lets a messageId be any string; a key is printable ASCII of bounded length.
+    """
+    try:
+        return check_key(message_id)
+    except InvalidKey:
+        return "sha256:" + hashlib.sha256(message_id.encode()).hexdigest()
 
 
 def request_hash(method: str, path: str, body: bytes) -> bytes:
@@ -238,6 +253,7 @@ class KeySlot:
         self.request = request
         self.with_claim = with_claim
         self.taken = False
+        self.streamed = False
         self.kept: Response | None = None
         # The task a streamed answer belongs to, when the request names it (a follow-up).
         self.stream_task: str | None = None
@@ -290,6 +306,7 @@ class KeySlot:
         first frame names the task.
         """
         if self.request is not None and self.taken:
+            self.streamed = True
             await self._write(MARK_STREAMED, task_id)
 
     async def store(self, response: Response) -> None:
@@ -334,6 +351,8 @@ class KeySlot:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if exc is None and self.streamed:
+            return  # marked streamed: nothing to keep, and retries go to the events
         if exc is None and self.kept is not None:
             await self.store(self.kept)
         elif isinstance(exc, KEPT_REFUSALS):

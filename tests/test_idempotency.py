@@ -62,12 +62,6 @@ def keyed(key: str) -> dict[str, str]:
     return {"Idempotency-Key": key}
 
 
-@pytest.fixture(autouse=True)
-async def no_keys(db: asyncpg.Connection) -> None:
-    """Every test starts without idempotency keys (alice reuses key names across tests)."""
-    await db.execute("TRUNCATE a2a_idempotency_keys")
-
-
 async def key_rows(db: asyncpg.Connection) -> list[asyncpg.Record]:
     return list(await db.fetch("SELECT * FROM a2a_idempotency_keys ORDER BY caller, key"))
 
