@@ -24,6 +24,7 @@ from a2a_continue.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings, SettingsError, load_settings
 from tests import test_continue_concurrency as processes
 from tests.conftest import Client, Response, token
+from tests.facade_clients import v10_message
 from tests.sdk_agent import run_sdk_agent
 from tests.servers import serve_asgi
 from tests.test_continue import (
@@ -783,6 +784,131 @@ async def test_streamed_request_refused_before_the_stream_releases_its_key(
     assert assert_problem(invisible, 404)
     assert await key_rows(db) == []
     assert agent.received == []
+
+
+# ---- the A2A façade: a messageId is a key ------------------------------------------------
+
+
+def facade_send(params: JSON, rpc_id: Any) -> JSON:
+    return {"jsonrpc": "2.0", "id": rpc_id, "method": "SendMessage", "params": params}
+
+
+def facade_call(client: Client, agent: Agent, body: JSON, **headers: str) -> Awaitable[Response]:
+    all_headers = {"A2A-Version": "1.0", **headers}
+    return client.call("POST", f"/a2a/{agent.id}", body, headers=all_headers)
+
+
+async def test_facade_send_retried_with_its_message_id_is_replayed_with_the_new_rpc_id(
+    client: Client, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    params = v10_message("weather?")
+
+    first = await facade_call(client, agent, facade_send(params, "r1"))
+    again = await facade_call(client, agent, facade_send(params, "r2"))
+
+    assert first.status == again.status == 200
+    assert (first.json()["id"], again.json()["id"]) == ("r1", "r2")
+    assert again.json()["result"] == first.json()["result"]
+    assert "Idempotent-Replayed" not in first.headers
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert len(agent.received) == 1
+    task_id = first.json()["result"]["task"]["id"]
+    assert [e["type"] for e in await events(client, agent, task_id)] == ["task_created"]
+
+
+async def test_facade_follow_up_retried_with_its_message_id_reaches_the_agent_once(
+    client: Client, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    task = await start(client, agent)
+    params = v10_message("Paris", task["id"])
+
+    first = await facade_call(client, agent, facade_send(params, 1))
+    again = await facade_call(client, agent, facade_send(params, 2))
+
+    assert first.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert again.json() == {**first.json(), "id": 2}
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert len(agent.received) == 2
+    logged = await events(client, agent, task["id"])
+    assert [e["type"] for e in logged] == ["task_created", "task_continued"]
+
+
+async def test_facade_message_id_reused_for_another_message_is_invalid_params(
+    client: Client, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    params = v10_message("weather?")
+    other = {"message": {**params["message"], "parts": [{"text": "rain?"}]}}
+    await facade_call(client, agent, facade_send(params, 1))
+
+    r = await facade_call(client, agent, facade_send(other, 2))
+
+    error = r.json()["error"]
+    assert (r.status, error["code"]) == (200, -32602)
+    assert error["data"][0]["metadata"]["type"] == "idempotency-key-reused"
+    assert len(agent.received) == 1
+
+
+async def test_facade_long_message_id_still_works_as_a_key(
+    client: Client, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    params = v10_message("weather?")
+    params["message"]["messageId"] = "é" * 300
+
+    first = await facade_call(client, agent, facade_send(params, 1))
+    again = await facade_call(client, agent, facade_send(params, 2))
+
+    assert first.json()["result"] == again.json()["result"]
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert len(agent.received) == 1
+
+
+async def test_facade_bad_idempotency_key_header_is_invalid_params(
+    client: Client, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    headers = {"Idempotency-Key": "x" * 256}
+
+    r = await facade_call(client, agent, facade_send(v10_message("hi"), 1), **headers)
+
+    error = r.json()["error"]
+    assert (r.status, error["code"]) == (200, -32602)
+    assert error["data"][0]["metadata"]["type"] == "invalid-idempotency-key"
+    assert agent.received == []
+
+
+async def test_facade_cancel_with_a_key_is_replayed(client: Client, fake_agent: StartFake) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    task = await start(client, agent)
+    body = {"jsonrpc": "2.0", "method": "CancelTask", "params": {"id": task["id"]}}
+
+    first = await facade_call(client, agent, {**body, "id": 1}, **keyed("c"))
+    again = await facade_call(client, agent, {**body, "id": 2}, **keyed("c"))
+
+    assert first.json()["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+    assert again.json() == {**first.json(), "id": 2}
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert [r["method"] for r in agent.received] == ["SendMessage", "CancelTask"]
+
+
+async def test_facade_streamed_send_sends_retries_to_the_tasks_events(client: Client) -> None:
+    async with run_sdk_agent(streaming=True) as sdk:
+        agent = await register(client, sdk.url, "1.0", sdk.received, capabilities=STREAMING)
+        params = v10_message("hi")
+        body = {"jsonrpc": "2.0", "method": "SendStreamingMessage", "params": params}
+        stream = {"Accept": "text/event-stream"}
+        first = await facade_call(client, agent, {**body, "id": 1}, **stream)
+        again = await facade_call(client, agent, {**body, "id": 2}, **stream)
+
+    assert first.headers["Content-Type"].startswith("text/event-stream")
+    error = again.json()["error"]
+    metadata = error["data"][0]["metadata"]
+    assert metadata["type"] == "idempotency-key-streamed"
+    assert metadata["eventsUrl"] == agent.task(metadata["taskId"]) + "/events"
+    assert len(sdk.received) == 1
 
 
 # ---- statements ---------------------------------------------------------------------------
