@@ -13,7 +13,10 @@ Use a key around one request::
         response = slot.keep(await do_it())
 
 A follow-up takes its key in the statement that claims the task: it passes ``slot`` to the
-claim (``slot.param()`` in, ``slot.settle(row)`` out) and opens the slot ``with_claim``.
+claim (``slot.param()`` in, ``slot.settle(row)`` out) and opens the slot ``with_claim``. A
+streamed answer is never kept: the stream calls ``slot.mark_streamed(task_id)`` and retries
+are sent to the task's events. A replay is raised as :class:`Replayed`; the REST app answers
+it with the kept bytes, the A2A façade (``facade/keys.py``) translates it for its client.
 """
 
 from __future__ import annotations
