@@ -16,8 +16,10 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from a2a_continue.downstream import AgentTarget, auth_headers
+from a2a_continue.downstream import AgentAddressRefused, AgentTarget, auth_headers
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable
+from a2a_continue.limits import MAX_JSON_DEPTH, TooDeep, check_depth
+from a2a_continue.netguard import refused_reason
 
 _CHUNK = 64 * 1024
 
@@ -87,6 +89,12 @@ class SseReader:
 
 def decode_frame(raw: bytes, rpc_id: str) -> Frame:
     """Decode one JSON-RPC object of the stream; it must answer our request."""
+    try:
+        check_depth(raw)
+    except TooDeep:
+        raise AgentBadAnswer(
+            f"a frame of the agent's stream nests deeper than {MAX_JSON_DEPTH} levels"
+        ) from None
     try:
         body = msgspec.json.decode(raw)
     except msgspec.DecodeError:
@@ -162,6 +170,9 @@ async def stream_rpc(
     except TimeoutError:
         raise AgentTimeout(f"the agent did not answer within {target.timeout_s:g} s") from None
     except aiohttp.ClientError as exc:
+        reason = refused_reason(exc)
+        if reason is not None:
+            raise AgentAddressRefused(f"the agent's address is refused: {reason}") from None
         raise AgentUnreachable(f"the agent could not be reached ({type(exc).__name__})") from None
     try:
         async for frame in _frames(response, target, payload["id"], max_bytes):

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
-from urllib.parse import urlsplit
+from collections.abc import Mapping, Sequence
 
 import msgspec
 from msgspec import UNSET
@@ -13,7 +12,9 @@ from a2a_continue.auth import AGENT_VISIBLE, Caller
 from a2a_continue.db import Conn, Record
 from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import Forbidden, Invalid, NotFound
+from a2a_continue.limits import check_agent_auth
 from a2a_continue.models import AgentAuth, AgentCreate, AgentList, AgentOut, AgentPatch
+from a2a_continue.netguard import Network, normalize_endpoint_url
 from a2a_continue.pagination import cursor_param, encode_cursor, limit_param
 from a2a_continue.secrets import Sealer
 
@@ -37,16 +38,6 @@ def agent_out(row: Record) -> AgentOut:
         updated_at=row["updated_at"],
         capabilities=row["capabilities"],
     )
-
-
-def check_endpoint_url(url: str) -> None:
-    """Accept only an absolute http(s) URL without credentials in it."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise Invalid([{"loc": "$.endpointUrl", "msg": "must be an absolute http(s) URL"}])
-    if parts.username or parts.password:
-        msg = "must not carry credentials; put them in 'auth'"
-        raise Invalid([{"loc": "$.endpointUrl", "msg": msg}])
 
 
 def check_team(caller: Caller, visibility: str, team_id: str | None) -> None:
@@ -84,12 +75,20 @@ def target_of(row: Record, sealer: Sealer, default_timeout: float) -> AgentTarge
         protocol_version=row["protocol_version"],
         timeout_s=row["timeout_seconds"] or default_timeout,
         auth=auth if isinstance(auth, dict) else None,
+        agent_id=row["agent_id"],
     )
 
 
-async def create_agent(conn: Conn, caller: Caller, body: AgentCreate, sealer: Sealer) -> AgentOut:
+async def create_agent(
+    conn: Conn,
+    caller: Caller,
+    body: AgentCreate,
+    sealer: Sealer,
+    networks: Sequence[Network] = (),
+) -> AgentOut:
     """Register an agent owned by the caller."""
-    check_endpoint_url(body.endpoint_url)
+    endpoint_url = normalize_endpoint_url(body.endpoint_url, networks)
+    check_agent_auth(body.auth)
     check_team(caller, body.visibility, body.team_id)
     agent_id = uuid.uuid4()
     row = await conn.fetchrow(
@@ -101,7 +100,7 @@ async def create_agent(conn: Conn, caller: Caller, body: AgentCreate, sealer: Se
         """,
         agent_id,
         body.name,
-        body.endpoint_url,
+        endpoint_url,
         body.protocol_version,
         body.visibility,
         body.team_id,
@@ -173,6 +172,7 @@ async def update_agent(
     agent_id: uuid.UUID,
     patch: AgentPatch,
     sealer: Sealer,
+    networks: Sequence[Network] = (),
 ) -> AgentOut:
     """Apply a partial update by the owner or an admin."""
     async with conn.transaction():
@@ -181,7 +181,9 @@ async def update_agent(
         merged = {k: (row[k] if v is UNSET else v) for k, v in values.items() if k != "auth"}
         merged["capabilities"] = msgspec.to_builtins(merged["capabilities"])
         if patch.endpoint_url is not UNSET:
-            check_endpoint_url(patch.endpoint_url)
+            merged["endpoint_url"] = normalize_endpoint_url(patch.endpoint_url, networks)
+        if isinstance(patch.auth, AgentAuth):
+            check_agent_auth(patch.auth)
         if patch.team_id is not UNSET or patch.visibility is not UNSET:
             check_team(caller, merged["visibility"], merged["team_id"])
         auth_changed = patch.auth is not UNSET

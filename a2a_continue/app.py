@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import aiohttp
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -17,19 +16,22 @@ from starlette.routing import Route
 
 from a2a_continue import handlers as h
 from a2a_continue.auth import PermissionMiddleware
+from a2a_continue.claims import sweeping_claims
 from a2a_continue.db import QueryLogger, create_pool
 from a2a_continue.errors import AppError, problem_response
 from a2a_continue.facade import handlers as facade
 from a2a_continue.gateway import Gateway
 from a2a_continue.idempotency import Replayed, on_replayed, start_sweeper, stop_sweeper
+from a2a_continue.isolation import agent_session
 from a2a_continue.live.hub import Hub
 from a2a_continue.live.streams import Streams
+from a2a_continue.paths import RawPathRouting
 from a2a_continue.secrets import Sealer, decode_key
-from a2a_continue.settings import Settings
+from a2a_continue.settings import Settings, check_jwt_secret
 
 log = logging.getLogger(__name__)
 
-TASK = "/v1/a2a/{agent_id:uuid}/tasks/{task_id}"
+TASK = "/v1/a2a/{agent_id:uuid}/tasks/{task_id:task_id}"
 FACADE = "/a2a/{agent_id:uuid}"
 
 ROUTES = [
@@ -80,22 +82,25 @@ def create_app(
         raise ValueError("create_app needs settings.database_url")
     if not settings.jwt_secret:
         raise ValueError("A2AC_JWT_SECRET is not set")
+    check_jwt_secret(settings.jwt_secret)
     sealer = Sealer(decode_key(settings.encryption_key))
     database_url = settings.database_url
     routes = ROUTES if routes is None else routes
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
-        pool = await create_pool(database_url, settings.pool_size, on_query)
-        session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=200, limit_per_host=100)
+        pool = await create_pool(
+            database_url, settings.pool_size, on_query, timeout_s=settings.db_timeout_s
         )
         sweeper = start_sweeper(pool, settings.idempotency_sweep_s)
+        session = agent_session(settings)
         hub = Hub(database_url, listen=settings.listen)
         streams = Streams(settings.max_streams)
         await hub.start()
+        gateway = Gateway(settings, pool, session, sealer, hub, streams)
         try:
-            yield {"gateway": Gateway(settings, pool, session, sealer, hub, streams)}
+            async with sweeping_claims(gateway):
+                yield {"gateway": gateway}
         finally:
             await stop_sweeper(sweeper)
             await streams.close()
@@ -105,7 +110,10 @@ def create_app(
 
     return Starlette(
         routes=routes,
-        middleware=[Middleware(PermissionMiddleware, routes=routes, secret=settings.jwt_secret)],
+        middleware=[
+            Middleware(RawPathRouting),
+            Middleware(PermissionMiddleware, routes=routes, secret=settings.jwt_secret),
+        ],
         exception_handlers={
             AppError: on_app_error,
             HTTPException: on_http_error,

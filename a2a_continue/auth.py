@@ -21,6 +21,7 @@ from a2a_continue.errors import (
     Unauthorized,
     problem_response,
 )
+from a2a_continue.limits import has_nul
 
 # Every shipped route and the permission it needs. A route missing here is denied.
 PERMISSIONS: dict[tuple[str, str], str] = {
@@ -31,10 +32,10 @@ PERMISSIONS: dict[tuple[str, str], str] = {
     ("DELETE", "/v1/a2a/agents/{agent_id:uuid}"): "a2a.delete",
     ("POST", "/v1/a2a/{agent_id:uuid}/messages"): "a2a.invoke",
     ("GET", "/v1/a2a/{agent_id:uuid}/tasks"): "a2a.read",
-    ("GET", "/v1/a2a/{agent_id:uuid}/tasks/{task_id}"): "a2a.read",
-    ("GET", "/v1/a2a/{agent_id:uuid}/tasks/{task_id}/events"): "a2a.read",
-    ("POST", "/v1/a2a/{agent_id:uuid}/tasks/{task_id}/messages"): "a2a.invoke",
-    ("POST", "/v1/a2a/{agent_id:uuid}/tasks/{task_id}/cancel"): "a2a.invoke",
+    ("GET", "/v1/a2a/{agent_id:uuid}/tasks/{task_id:task_id}"): "a2a.read",
+    ("GET", "/v1/a2a/{agent_id:uuid}/tasks/{task_id:task_id}/events"): "a2a.read",
+    ("POST", "/v1/a2a/{agent_id:uuid}/tasks/{task_id:task_id}/messages"): "a2a.invoke",
+    ("POST", "/v1/a2a/{agent_id:uuid}/tasks/{task_id:task_id}/cancel"): "a2a.invoke",
     ("GET", "/a2a/{agent_id:uuid}/.well-known/agent-card.json"): "a2a.read",
     ("POST", "/a2a/{agent_id:uuid}"): "per-method",
 }
@@ -90,6 +91,8 @@ def caller_from_token(token: str, secret: str) -> Caller:
         raise Unauthorized(f"the token is invalid: {exc}") from None
     if not parsed.sub:
         raise Unauthorized("the token is invalid: sub is empty")
+    if has_nul(parsed.sub, *parsed.teams):
+        raise Unauthorized("the token is invalid: sub and teams must not contain U+0000")
     return Caller(
         sub=parsed.sub,
         permissions=frozenset(parsed.permissions),
@@ -143,14 +146,16 @@ def mint_token(
 
 def bearer_token(scope: Scope) -> str:
     """Return the bearer token of the request; raise Unauthorized when there is none."""
-    for name, value in scope["headers"]:
-        if name == b"authorization":
-            header: str = value.decode("latin-1")
-            kind, _, token = header.partition(" ")
-            if kind.lower() != "bearer" or not token.strip():
-                raise Unauthorized("the Authorization header must be 'Bearer <token>'")
-            return token.strip()
-    raise Unauthorized("an Authorization: Bearer token is required")
+    values = [value for name, value in scope["headers"] if name == b"authorization"]
+    if len(values) > 1:
+        raise Unauthorized("send one Authorization header, not several")
+    if not values:
+        raise Unauthorized("an Authorization: Bearer token is required")
+    header: str = values[0].decode("latin-1")
+    kind, _, token = header.partition(" ")
+    if kind.lower() != "bearer" or not token.strip():
+        raise Unauthorized("the Authorization header must be 'Bearer <token>'")
+    return token.strip()
 
 
 def match_route(routes: Sequence[BaseRoute], scope: Scope) -> tuple[Route | None, bool]:

@@ -16,7 +16,7 @@ import uvicorn
 from a2a_continue.auth import mint_token
 from a2a_continue.db import migrate_url
 from a2a_continue.secrets import EncryptionKeyError, decode_key, load_or_create_secrets
-from a2a_continue.settings import Settings, SettingsError, load_settings
+from a2a_continue.settings import Settings, SettingsError, check_jwt_secret, load_settings
 
 ADMIN = "admin@localhost"
 
@@ -58,6 +58,11 @@ def serve(settings: Settings) -> int:
     elif not (settings.jwt_secret and settings.encryption_key):
         print("A2AC_JWT_SECRET and A2AC_ENCRYPTION_KEY must be set", file=sys.stderr)
         return 2
+    try:
+        check_jwt_secret(settings.jwt_secret)
+    except SettingsError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
     with database(settings) as ready:
         assert ready.database_url
         asyncio.run(migrate_url(ready.database_url))
@@ -71,7 +76,14 @@ def serve(settings: Settings) -> int:
         # so the embedded database is stopped on the way out.
         signal.signal(signal.SIGTERM, _exit)
         with suppress(KeyboardInterrupt):
-            uvicorn.run(create_app(ready), host=ready.host, port=ready.port, log_level="info")
+            # No access log: uvicorn's prints query strings, and a token may travel in one.
+            uvicorn.run(
+                create_app(ready),
+                host=ready.host,
+                port=ready.port,
+                log_level="info",
+                access_log=False,
+            )
     return 0
 
 

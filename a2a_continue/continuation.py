@@ -9,6 +9,7 @@ from typing import Any
 from a2a_continue import protocol
 from a2a_continue.agents import target_of
 from a2a_continue.auth import TASK_VISIBLE, Caller
+from a2a_continue.claims import EXPIRED_DATA, SYSTEM_ACTOR
 from a2a_continue.db import Conn, Record
 from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import (
@@ -31,26 +32,35 @@ log = logging.getLogger(__name__)
 
 # Find the visible task and, in the same statement, claim it for one follow-up: the claim
 # is taken only when the task is not terminal, its context matches and no live claim holds
-# it. A holder that dies leaves a claim that expires after the agent's timeout plus a margin.
-# A follow-up with an Idempotency-Key ($10, NULL without one) takes its key first, here too,
+# it. A holder that dies leaves a claim that expires after the agent's timeout plus a margin;
+# the claimer that finds it expired logs it as a failed follow-up (`claim-expired`) first.
+# The row is locked while it is read, so the claim seen expired is the one replaced.
+# A follow-up with an Idempotency-Key ($11, NULL without one) takes its key first, here too,
 # and claims the task only when the key is its own: a retry finds the key, not a busy task.
 CLAIM_TASK = f"""
-WITH {key_cte(caller="$1", agent="$4", request="$10")}, target AS (
+WITH {key_cte(caller="$1", agent="$4", request="$11")}, target AS (
     SELECT t.id AS row_id, t.task_id, t.state, t.context_id, t.team_id, a.id AS agent_id,
-           a.endpoint_url, a.protocol_version, a.auth_sealed, a.timeout_seconds, a.capabilities
+           a.endpoint_url, a.protocol_version, a.auth_sealed, a.timeout_seconds, a.capabilities,
+           t.claim_expires_at AS expired_at
     FROM a2a_tasks t JOIN a2a_agents a ON a.id = t.agent_id
     WHERE t.agent_id = $4 AND t.task_id = $5 AND {TASK_VISIBLE}
+    FOR UPDATE OF t
 ), claimed AS (
     UPDATE a2a_tasks t
     SET claim_token = $6,
-        claim_expires_at = now() + make_interval(secs => COALESCE(target.timeout_seconds, $8) + $9)
+        claim_expires_at = now() + make_interval(secs => COALESCE(target.timeout_seconds, $8) + $9),
+        last_seq = t.last_seq + (target.expired_at IS NOT NULL)::int
     FROM target
     WHERE t.id = target.row_id
       AND t.state NOT IN {TERMINAL_SQL}
       AND ($7::text IS NULL OR t.context_id = $7)
       AND (t.claim_expires_at IS NULL OR t.claim_expires_at < now())
-      AND ($10::jsonb IS NULL OR EXISTS (SELECT 1 FROM idem WHERE idem.key_mine))
-    RETURNING t.id, t.state
+      AND ($11::jsonb IS NULL OR EXISTS (SELECT 1 FROM idem WHERE idem.key_mine))
+    RETURNING t.id, t.state, t.last_seq, target.expired_at
+), expired AS (
+    INSERT INTO a2a_task_events (task, seq, type, previous_state, new_state, actor, data)
+    SELECT id, last_seq, 'task_continue_failed', state, state, $10, {EXPIRED_DATA}
+    FROM claimed WHERE expired_at IS NOT NULL
 )
 SELECT target.*, claimed.id IS NOT NULL AS claimed, COALESCE(claimed.state, target.state) AS now,
        idem.*
@@ -115,6 +125,7 @@ async def claim_task(
             client_context,
             gw.settings.agent_timeout_s,
             gw.settings.claim_margin_s,
+            SYSTEM_ACTOR,
             key.param() if key is not None else None,
         )
     if key is not None:

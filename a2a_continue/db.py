@@ -11,6 +11,8 @@ import asyncpg
 import msgspec
 from asyncpg.pool import PoolConnectionProxy
 
+from a2a_continue.limits import encode_storable_json
+
 log = logging.getLogger(__name__)
 
 # Any 64-bit number held only by this service; serializes migrations across replicas.
@@ -35,14 +37,10 @@ def migration_files() -> list[Path]:
     return sorted(sql_dir().glob("[0-9][0-9][0-9][0-9]_*.sql"))
 
 
-def _encode_json(value: object) -> str:
-    return msgspec.json.encode(value).decode()
-
-
 async def _init_connection(conn: Connection) -> None:
     for name in ("json", "jsonb"):
         await conn.set_type_codec(
-            name, encoder=_encode_json, decoder=msgspec.json.decode, schema="pg_catalog"
+            name, encoder=encode_storable_json, decoder=msgspec.json.decode, schema="pg_catalog"
         )
 
 
@@ -52,8 +50,13 @@ async def _keep_session(conn: Connection) -> None:
     return None
 
 
-async def create_pool(url: str, size: int, on_query: QueryLogger | None = None) -> Pool:
-    """Open the pool; ``on_query`` sees every statement (used to count round trips)."""
+async def create_pool(
+    url: str, size: int, on_query: QueryLogger | None = None, *, timeout_s: float | None = None
+) -> Pool:
+    """Open the pool; ``on_query`` sees every statement (used to count round trips).
+
+    ``timeout_s`` bounds each connect and each statement (client and server side).
+    """
 
     async def init(conn: Connection) -> None:
         await _init_connection(conn)
@@ -62,7 +65,16 @@ async def create_pool(url: str, size: int, on_query: QueryLogger | None = None) 
 
     # min_size=0: connections open on first use, so the app starts while the database is
     # down and /readyz (and every route) answers 503 instead of the process dying.
-    pool = await asyncpg.create_pool(url, min_size=0, max_size=size, init=init, reset=_keep_session)
+    bounds: dict[str, Any] = {}
+    if timeout_s is not None:
+        bounds = {
+            "timeout": timeout_s,
+            "command_timeout": timeout_s,
+            "server_settings": {"statement_timeout": str(max(1, int(timeout_s * 1000)))},
+        }
+    pool = await asyncpg.create_pool(
+        url, min_size=0, max_size=size, init=init, reset=_keep_session, **bounds
+    )
     assert pool is not None
     return pool
 

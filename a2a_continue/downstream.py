@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +13,8 @@ import aiohttp
 import msgspec
 
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable
+from a2a_continue.limits import MAX_JSON_DEPTH, TooDeep, check_depth
+from a2a_continue.netguard import AddressRefused, Network, check_call_url, refused_reason
 
 _CHUNK = 64 * 1024
 
@@ -23,6 +27,7 @@ class AgentTarget:
     protocol_version: str
     timeout_s: float
     auth: dict[str, Any] | None = None
+    agent_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +63,26 @@ async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+class AgentAddressRefused(AgentUnreachable):
+    slug, title = "agent-address-refused", "The agent's address is not one the gateway calls"
+
+
 async def post_rpc(
-    session: aiohttp.ClientSession, target: AgentTarget, payload: dict[str, Any], max_bytes: int
+    session: aiohttp.ClientSession,
+    target: AgentTarget,
+    payload: dict[str, Any],
+    max_bytes: int,
+    networks: Sequence[Network] = (),
 ) -> AgentReply:
-    """POST ``payload`` to the agent and return its JSON-RPC answer, or raise 502/504 errors."""
+    """POST ``payload`` to the agent and return its JSON-RPC answer, or raise 502/504 errors.
+
+    The session's resolver refuses names that resolve to guarded addresses; literal
+    addresses are checked here, since aiohttp does not resolve them.
+    """
+    try:
+        check_call_url(target.endpoint_url, networks)
+    except AddressRefused as exc:
+        raise AgentAddressRefused(f"the agent's address is refused: {exc}") from None
     headers = {
         "Content-Type": "application/json",
         "Accept": "application/json",
@@ -83,6 +104,9 @@ async def post_rpc(
     except TimeoutError:
         raise AgentTimeout(f"the agent did not answer within {target.timeout_s:g} s") from None
     except aiohttp.ClientError as exc:
+        reason = refused_reason(exc)
+        if reason is not None:
+            raise AgentAddressRefused(f"the agent's address is refused: {reason}") from None
         # The exception text may carry request details; name only its kind.
         raise AgentUnreachable(f"the agent could not be reached ({type(exc).__name__})") from None
     if not 200 <= status < 300:
@@ -91,6 +115,12 @@ async def post_rpc(
 
 
 def _decode_rpc(raw: bytes, rpc_id: str) -> Any:
+    try:
+        check_depth(raw)
+    except TooDeep:
+        raise AgentBadAnswer(
+            f"the agent's answer nests deeper than {MAX_JSON_DEPTH} levels"
+        ) from None
     try:
         body = msgspec.json.decode(raw)
     except msgspec.DecodeError:

@@ -12,6 +12,7 @@ from a2a_continue import agents, continuation, idempotency, invoke, tasks
 from a2a_continue.auth import Caller
 from a2a_continue.errors import PayloadTooLarge
 from a2a_continue.gateway import Gateway
+from a2a_continue.limits import body_deadline
 from a2a_continue.live import relay, sse
 from a2a_continue.models import (
     AgentCreate,
@@ -43,18 +44,21 @@ def _agent_id(request: Request) -> uuid.UUID:
 
 
 async def read_body(request: Request) -> bytes:
-    """Read the body, refusing it with 413 once it exceeds the configured size."""
-    limit = _gateway(request).settings.max_body_bytes
+    """Read the body, refusing it with 413 once it exceeds the configured size, and with
+    408 when it has not fully arrived within ``body_timeout_s``."""
+    settings = _gateway(request).settings
+    limit = settings.max_body_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"the body is larger than {limit} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"the body is larger than {limit} bytes")
-        chunks.append(chunk)
+    async with body_deadline(settings.body_timeout_s):
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLarge(f"the body is larger than {limit} bytes")
+            chunks.append(chunk)
     return b"".join(chunks)
 
 
@@ -86,7 +90,9 @@ async def create_agent(request: Request) -> Response:
     body = decode_body(await read_body(request), AgentCreate)
     gw = _gateway(request)
     async with gw.connection() as conn:
-        agent = await agents.create_agent(conn, _caller(request), body, gw.sealer)
+        agent = await agents.create_agent(
+            conn, _caller(request), body, gw.sealer, gw.settings.agent_networks
+        )
     return json_response(agent, status=201)
 
 
@@ -110,7 +116,7 @@ async def update_agent(request: Request) -> Response:
     gw = _gateway(request)
     async with gw.connection() as conn:
         agent = await agents.update_agent(
-            conn, _caller(request), _agent_id(request), patch, gw.sealer
+            conn, _caller(request), _agent_id(request), patch, gw.sealer, gw.settings.agent_networks
         )
     return json_response(agent)
 

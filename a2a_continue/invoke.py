@@ -123,6 +123,11 @@ async def cancel_task(gw: Gateway, caller: Caller, agent_id: uuid.UUID, task_id:
     task = answer.task
     if task is None:
         raise AgentBadAnswer("the agent answered the cancel without a task")
+    if task.id != row["task_id"]:
+        raise AgentBadAnswer(
+            f"the agent answered the cancel of task {row['task_id']!r} with task {task.id!r};"
+            " the task is left as it was"
+        )
     async with gw.connection() as conn:
         stored = await record_outcome(
             conn,

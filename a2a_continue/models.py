@@ -10,6 +10,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from a2a_continue.errors import Invalid
+from a2a_continue.limits import MAX_JSON_DEPTH, TooDeep, body_nul_path, check_depth
 
 
 class Base(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, rename="camel"):
@@ -195,6 +196,7 @@ def decode_body(raw: bytes, kind: type[T]) -> T:
     decoder = _decoders.get(kind)
     if decoder is None:
         decoder = _decoders[kind] = msgspec.json.Decoder(kind)
+    check_storable_body(raw)
     try:
         value: T = decoder.decode(raw)
     except msgspec.ValidationError as exc:
@@ -203,6 +205,18 @@ def decode_body(raw: bytes, kind: type[T]) -> T:
     except msgspec.DecodeError as exc:
         raise Invalid([{"loc": "$", "msg": f"the body is not valid JSON ({exc})"}]) from None
     return value
+
+
+def check_storable_body(raw: bytes) -> None:
+    """Refuse a body nested deeper than the limit or holding U+0000 anywhere (422)."""
+    try:
+        check_depth(raw)
+    except TooDeep:
+        msg = f"the body nests deeper than {MAX_JSON_DEPTH} levels"
+        raise Invalid([{"loc": "$", "msg": msg}]) from None
+    where = body_nul_path(raw)
+    if where is not None:
+        raise Invalid([{"loc": where, "msg": "must not contain U+0000"}])
 
 
 def check_parts(parts: list[Part], loc: str) -> None:

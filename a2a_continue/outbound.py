@@ -78,7 +78,14 @@ async def exchange(
     gw: Gateway, target: AgentTarget, payload: dict[str, Any]
 ) -> tuple[AgentReply, protocol.AgentAnswer]:
     """POST the payload to the agent and parse its answer; an unusable one is a 502."""
-    reply = await post_rpc(gw.session, target, payload, gw.settings.max_agent_response_bytes)
+    with gw.slots.slot(target.agent_id or target.endpoint_url):
+        reply = await post_rpc(
+            gw.session,
+            target,
+            payload,
+            gw.settings.max_agent_response_bytes,
+            gw.settings.agent_networks,
+        )
     try:
         return reply, protocol.parse_answer(target.protocol_version, reply.body)
     except protocol.ProtocolError as exc:

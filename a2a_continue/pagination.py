@@ -53,6 +53,10 @@ def cursor_param(params: Mapping[str, str]) -> tuple[dt.datetime | None, uuid.UU
     try:
         text = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
         stamp, row_id = msgspec.json.decode(text, type=tuple[str, str])
-        return dt.datetime.fromisoformat(stamp), uuid.UUID(row_id)
-    except (binascii.Error, ValueError, msgspec.DecodeError):
+        at = dt.datetime.fromisoformat(stamp)
+        # Only an aware time the database can hold: shifting it to UTC must not overflow.
+        if at.tzinfo is None:
+            raise ValueError("a cursor's time carries its offset")
+        return at.astimezone(dt.UTC), uuid.UUID(row_id)
+    except (binascii.Error, ValueError, OverflowError, msgspec.DecodeError):
         raise _bad("cursor", "is not a cursor this service issued") from None

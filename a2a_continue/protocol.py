@@ -6,6 +6,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from a2a_continue.limits import MAX_ID_CHARS, scrub
+
 JSON = dict[str, Any]
 
 CANONICAL_STATES: tuple[str, ...] = (
@@ -241,6 +243,19 @@ class ProtocolError(ValueError):
     """The agent's body is not a JSON-RPC answer the gateway understands."""
 
 
+def storable_id(name: str, value: str) -> str:
+    """Check an agent-chosen id fits the store (a task id 1-500 characters, a context id at
+    most 500) and return the copy to store: U+0000 becomes U+FFFD."""
+    low = 0 if name == "contextId" else 1
+    if not low <= len(value) <= MAX_ID_CHARS:
+        raise ProtocolError(
+            f"the task's {name!r} has {len(value)} characters; the gateway stores {low} to "
+            f"{MAX_ID_CHARS}"
+        )
+    stored: str = scrub(value)
+    return stored
+
+
 def _parse_task(raw: object) -> AgentAnswer:
     if not isinstance(raw, dict):
         raise ProtocolError("the task in the answer is not an object")
@@ -255,9 +270,10 @@ def _parse_task(raw: object) -> AgentAnswer:
         raise ProtocolError(f"task {task_id!r} has a non-string 'contextId'")
     status_message = status.get("message")
     artifacts = raw.get("artifacts")
+    # Stored copies hold no U+0000 (PostgreSQL text cannot); the caller gets the raw bytes.
     task = AgentTask(
-        id=task_id,
-        context_id=context_id,
+        id=storable_id("id", task_id),
+        context_id=None if context_id is None else storable_id("contextId", context_id),
         state=canonical_state(status.get("state")),
         status_message=status_message if isinstance(status_message, dict) else None,
         artifacts=[a for a in artifacts if isinstance(a, dict)]

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import msgspec
 
+from a2a_continue.netguard import Network, parse_networks
+
 MIB = 1024 * 1024
 
 
@@ -32,6 +34,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pool_size: int = 10
     idempotency_ttl_s: float = 86400.0
     idempotency_sweep_s: float = 300.0
+    db_timeout_s: float = 5.0
+    agent_concurrency: int = 20
+    agent_networks: tuple[Network, ...] = ()
+    body_timeout_s: float = 10.0
+    claim_sweep_s: float = 30.0
     stream_max_s: float = 3600.0
     max_streams: int = 1000
     keepalive_s: float = 15.0
@@ -59,6 +66,22 @@ def _integer(env: Mapping[str, str], name: str, default: int, high: int | None =
         limit = f" up to {high}" if high is not None else ""
         raise SettingsError(f"{name} must be a whole number{limit}, got {env[name]!r}")
     return int(value)
+
+
+def _networks(env: Mapping[str, str], name: str) -> tuple[Network, ...]:
+    try:
+        return parse_networks(env.get(name, ""))
+    except ValueError as exc:
+        raise SettingsError(f"{name} must be comma-separated CIDRs: {exc}") from None
+
+
+MIN_JWT_SECRET_BYTES = 32
+
+
+def check_jwt_secret(secret: str) -> None:
+    """Refuse an HS256 secret shorter than 32 bytes (RFC 7518 wants at least the hash size)."""
+    if len(secret.encode()) < MIN_JWT_SECRET_BYTES:
+        raise SettingsError(f"A2AC_JWT_SECRET must be at least {MIN_JWT_SECRET_BYTES} bytes long")
 
 
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -90,6 +113,11 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         pool_size=_integer(env, "A2AC_POOL_SIZE", 10),
         idempotency_ttl_s=_number(env, "A2AC_IDEMPOTENCY_TTL_S", 86400.0),
         idempotency_sweep_s=_number(env, "A2AC_IDEMPOTENCY_SWEEP_S", 300.0),
+        db_timeout_s=_number(env, "A2AC_DB_TIMEOUT_S", 5.0),
+        agent_concurrency=_integer(env, "A2AC_AGENT_CONCURRENCY", 20),
+        agent_networks=_networks(env, "A2AC_AGENT_NETWORKS"),
+        body_timeout_s=_number(env, "A2AC_BODY_TIMEOUT_S", 10.0),
+        claim_sweep_s=_number(env, "A2AC_CLAIM_SWEEP_S", 30.0),
         stream_max_s=_number(env, "A2AC_STREAM_MAX_S", 3600.0),
         max_streams=_integer(env, "A2AC_MAX_STREAMS", 1000),
         keepalive_s=_number(env, "A2AC_KEEPALIVE_S", 15.0),

@@ -212,7 +212,12 @@ async def test_claim_of_a_killed_gateway_holds_until_it_expires(
     assert r.headers["A2A-Task-State"] == "completed"
     assert agent_script.follow_ups == 2
     logged = await events(via_b, agent, "T1")
-    assert [(e["seq"], e["type"]) for e in logged] == [(1, "task_created"), (2, "task_continued")]
+    assert [(e["seq"], e["type"]) for e in logged] == [
+        (1, "task_created"),
+        (2, "task_continue_failed"),
+        (3, "task_continued"),
+    ]
+    assert logged[1]["data"]["reason"] == "claim-expired"
     claim = await db.fetchrow(
         "SELECT claim_token, claim_expires_at FROM a2a_tasks WHERE task_id = 'T1'"
     )

@@ -459,22 +459,37 @@ async def test_504_is_not_kept_and_the_retry_goes_through(
 
 
 async def test_503_is_not_kept_and_the_retry_goes_through(
-    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+    settings: Settings, db: asyncpg.Connection, fake_agent: StartFake
 ) -> None:
-    # The agent names a task id the gateway cannot store (over 500 characters): 503.
-    async def unstorable(request: JSON) -> JSON:
-        return rpc_result(request, task_body("1.0", "T" * 501, "input-required", "C1"))
+    # One call at a time per agent: a second one meanwhile is 503 agent-busy.
+    arrived, release = asyncio.Event(), asyncio.Event()
 
-    agent = await register_fake(client, fake_agent, unstorable)
+    async def first_one_waits(request: JSON) -> JSON:
+        if not arrived.is_set():
+            arrived.set()
+            await release.wait()
+        return rpc_result(request, task_body("1.0", f"T{uuid.uuid4()}", "input-required"))
 
-    failed = await client.call("POST", start_path(agent), {"text": "hi"}, headers=keyed("k"))
-    assert assert_problem(failed, 503)
-    assert await key_rows(db) == []
-    retry = await client.call("POST", start_path(agent), {"text": "hi"}, headers=keyed("k"))
+    one_at_a_time = msgspec.structs.replace(settings, agent_concurrency=1)
+    async with serve_asgi(create_app(one_at_a_time)) as base, aiohttp.ClientSession() as http:
+        client = Client(base, http)
+        agent = await register_fake(client, fake_agent, first_one_waits)
+        holder = asyncio.create_task(client.call("POST", start_path(agent), {"text": "a"}))
+        try:
+            await arrived.wait()
+            failed = await client.call("POST", start_path(agent), {"text": "b"}, headers=keyed("k"))
+            assert assert_problem(failed, 503)
+            assert await key_rows(db) == []
+        finally:
+            release.set()
+        assert (await holder).status == 200
+        retry = await client.call("POST", start_path(agent), {"text": "b"}, headers=keyed("k"))
 
-    assert assert_problem(retry, 503)
+    assert retry.status == 200, retry.raw
     assert "Idempotent-Replayed" not in retry.headers
     assert len(agent.received) == 2
+    [row] = await key_rows(db)
+    assert row["status"] == 200
 
 
 async def test_gateways_own_4xx_is_not_kept_and_the_retry_goes_through(

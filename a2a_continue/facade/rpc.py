@@ -24,6 +24,7 @@ from a2a_continue.facade.errors import (
     from_app_error,
 )
 from a2a_continue.idempotency import REPLAYED, Replayed
+from a2a_continue.limits import MAX_JSON_DEPTH, TooDeep, check_depth, nul_path
 from a2a_continue.protocol import INTERRUPTED_STATES, TERMINAL_STATES
 
 log = logging.getLogger(__name__)
@@ -125,6 +126,11 @@ def asked_version(request: Request) -> str | None:
 def parse_request(raw: bytes) -> RpcRequest:
     """Decode one JSON-RPC request; raise the JSON-RPC error that says what is wrong."""
     try:
+        check_depth(raw)
+    except TooDeep:
+        message = f"the body nests deeper than {MAX_JSON_DEPTH} levels"
+        raise Unreadable(INVALID_REQUEST, message) from None
+    try:
         body = msgspec.json.decode(raw)
     except msgspec.DecodeError:
         raise Unreadable(PARSE_ERROR, "the body is not valid JSON") from None
@@ -143,6 +149,9 @@ def parse_request(raw: bytes) -> RpcRequest:
         params = {}
     if not isinstance(params, dict):
         raise Unreadable(INVALID_PARAMS, "'params' must be an object", rpc_id=rpc_id)
+    where = nul_path(params, "$.params")
+    if where is not None:
+        raise Unreadable(INVALID_PARAMS, f"{where} must not contain U+0000", rpc_id=rpc_id)
     return RpcRequest(rpc_id, method, params)
 
 

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -305,10 +305,30 @@ async def _open(
     follow_up: FollowUp | None = None,
 ) -> Relay:
     relay = Relay()
-    work = _run(gw, target, payload, recorder, relay, follow_up)
-    gw.streams.spawn(work, name=f"a2ac-stream-{payload['id']}")
+    # The agent's slot is held for the whole stream (see isolation.py); a busy agent is a
+    # 503 before anything is sent or recorded.
+    agent = target.agent_id or target.endpoint_url
+    try:
+        gw.slots.take(agent)
+    except AppError:
+        if follow_up is not None:
+            await follow_up.release()
+        raise
+    try:
+        work = _run(gw, target, payload, recorder, relay, follow_up)
+        gw.streams.spawn(_holding_slot(gw, agent, work), name=f"a2ac-stream-{payload['id']}")
+    except BaseException:
+        gw.slots.give(agent)
+        raise
     await relay.first()
     return relay
+
+
+async def _holding_slot(gw: Gateway, agent: uuid.UUID | str, work: Awaitable[None]) -> None:
+    try:
+        await work
+    finally:
+        gw.slots.give(agent)
 
 
 async def stream_start(

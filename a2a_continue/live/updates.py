@@ -96,7 +96,8 @@ def _string(raw: JSON, key: str) -> str | None:
     value = raw.get(key)
     if value is not None and not isinstance(value, str):
         raise ProtocolError(f"{key!r} is not a string")
-    return value
+    # Every string read here is an id the gateway may store.
+    return None if value is None else protocol.storable_id(key, value)
 
 
 def _status(raw: JSON, where: str) -> tuple[str, JSON | None, str | None]:

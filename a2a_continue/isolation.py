@@ -1,0 +1,67 @@
+"""Outbound isolation: a bounded number of calls per registered agent, none queued."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import aiohttp
+
+from a2a_continue.errors import AppError
+from a2a_continue.netguard import GuardedResolver, literal_guard
+from a2a_continue.settings import Settings
+
+
+class AgentBusy(AppError):
+    status, slug, title = 503, "agent-busy", "Too many calls to this agent are in flight"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.headers["Retry-After"] = "1"
+
+
+class AgentSlots:
+    """Counts the calls in flight per agent in this process; past the limit, refuse at once."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._busy: dict[uuid.UUID | str, int] = {}
+
+    def take(self, agent: uuid.UUID | str) -> None:
+        """Take one of the agent's slots, or raise AgentBusy (503); ``give`` returns it."""
+        busy = self._busy.get(agent, 0)
+        if busy >= self.limit:
+            raise AgentBusy(
+                f"{busy} calls to this agent are already in flight (the limit is {self.limit});"
+                " retry shortly"
+            )
+        self._busy[agent] = busy + 1
+
+    def give(self, agent: uuid.UUID | str) -> None:
+        """Return a slot taken with ``take``."""
+        left = self._busy[agent] - 1
+        if left:
+            self._busy[agent] = left
+        else:
+            del self._busy[agent]
+
+    @contextmanager
+    def slot(self, agent: uuid.UUID | str) -> Iterator[None]:
+        """Hold one of the agent's slots for the block, or raise AgentBusy (503)."""
+        self.take(agent)
+        try:
+            yield
+        finally:
+            self.give(agent)
+
+
+def agent_session(settings: Settings) -> aiohttp.ClientSession:
+    """The outbound session: the connector never queues (calls are bounded per agent
+    instead), and every address it connects to passes the network guard."""
+    connector = aiohttp.TCPConnector(
+        limit=0, limit_per_host=0, resolver=GuardedResolver(settings.agent_networks)
+    )
+    return aiohttp.ClientSession(
+        connector=connector, trace_configs=[literal_guard(settings.agent_networks)]
+    )
