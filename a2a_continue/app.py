@@ -15,6 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from a2a_continue import handlers as h
+from a2a_continue import openapi
 from a2a_continue.auth import PermissionMiddleware
 from a2a_continue.claims import sweeping_claims
 from a2a_continue.db import QueryLogger, create_pool
@@ -28,6 +29,7 @@ from a2a_continue.live.streams import Streams
 from a2a_continue.paths import RawPathRouting
 from a2a_continue.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings, check_jwt_secret
+from a2a_continue.tokens import TokenVerifier
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,7 @@ ROUTES = [
     Route(TASK + "/events", h.list_events, methods=["GET"]),
     Route(TASK + "/messages", h.continue_task, methods=["POST"]),
     Route(TASK + "/cancel", h.cancel_task, methods=["POST"]),
+    *openapi.ROUTES,
     Route(FACADE + "/.well-known/agent-card.json", facade.agent_card, methods=["GET"]),
     Route(FACADE, facade.agent_rpc, methods=["POST"]),
 ]
@@ -80,12 +83,14 @@ def create_app(
     """Build the gateway for ``settings`` (``routes`` and ``on_query`` serve the tests)."""
     if not settings.database_url:
         raise ValueError("create_app needs settings.database_url")
-    if not settings.jwt_secret:
-        raise ValueError("A2AC_JWT_SECRET is not set")
-    check_jwt_secret(settings.jwt_secret)
+    if not (settings.jwt_secret or settings.jwks_url):
+        raise ValueError("neither A2AC_JWT_SECRET nor A2AC_JWKS_URL is set")
+    if settings.jwt_secret:
+        check_jwt_secret(settings.jwt_secret)
     sealer = Sealer(decode_key(settings.encryption_key))
     database_url = settings.database_url
     routes = ROUTES if routes is None else routes
+    tokens = TokenVerifier(settings)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -112,7 +117,7 @@ def create_app(
         routes=routes,
         middleware=[
             Middleware(RawPathRouting),
-            Middleware(PermissionMiddleware, routes=routes, secret=settings.jwt_secret),
+            Middleware(PermissionMiddleware, routes=routes, tokens=tokens),
         ],
         exception_handlers={
             AppError: on_app_error,

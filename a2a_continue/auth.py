@@ -6,7 +6,7 @@ import math
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import jwt
 import msgspec
@@ -46,7 +46,15 @@ PERMISSIONS: dict[tuple[str, str], str] = {
 PER_METHOD = "per-method"
 
 # Routes that answer without a token.
-PUBLIC: frozenset[tuple[str, str]] = frozenset({("GET", "/healthz"), ("GET", "/readyz")})
+PUBLIC: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("GET", "/healthz"),
+        ("GET", "/readyz"),
+        ("GET", "/openapi.json"),
+        ("GET", "/docs"),
+        ("GET", "/docs/{asset}"),
+    }
+)
 
 
 class Caller(msgspec.Struct, frozen=True, kw_only=True):
@@ -110,7 +118,7 @@ class VerifiedTokens:
         self.size = size
         self._callers: dict[str, Caller] = {}
 
-    def caller(self, token: str) -> Caller:
+    async def caller(self, token: str) -> Caller:
         """Return the token's caller; raise Unauthorized for a bad or expired token."""
         known = self._callers.get(token)
         if known is not None and known.expires_at > time.time():
@@ -181,33 +189,46 @@ def allowed_methods(routes: Sequence[BaseRoute], scope: Scope) -> list[str]:
     return sorted(methods)
 
 
+class TokenSource(Protocol):
+    """What turns a bearer token into a caller (``tokens.TokenVerifier`` in the app)."""
+
+    async def caller(self, token: str) -> Caller: ...
+
+
 class PermissionMiddleware:
     """Authenticate the caller and check the route's permission before any handler runs."""
 
-    def __init__(self, app: ASGIApp, *, routes: Sequence[BaseRoute], secret: str) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        routes: Sequence[BaseRoute],
+        secret: str = "",
+        tokens: TokenSource | None = None,
+    ) -> None:
         self.app = app
         self.routes = routes
-        self.tokens = VerifiedTokens(secret)
+        self.tokens: TokenSource = tokens if tokens is not None else VerifiedTokens(secret)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         try:
-            caller = self.check(scope)
+            caller = await self.check(scope)
         except AppError as error:
             await problem_response(error)(scope, receive, send)
             return
         scope.setdefault("state", {})["caller"] = caller
         await self.app(scope, receive, send)
 
-    def check(self, scope: Scope) -> Caller | None:
+    async def check(self, scope: Scope) -> Caller | None:
         """Return the caller allowed to make this request, or raise the refusal."""
         route, allowed = match_route(self.routes, scope)
         method = "GET" if scope["method"] == "HEAD" else scope["method"]
         if route is not None and allowed and (method, route.path) in PUBLIC:
             return None
-        caller = self.tokens.caller(bearer_token(scope))
+        caller = await self.tokens.caller(bearer_token(scope))
         if route is None:
             raise NotFound(f"no route matches {scope['path']}")
         if not allowed:

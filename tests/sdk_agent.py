@@ -14,6 +14,8 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.request_handlers.response_helpers import to_compat_agent_card
+from a2a.server.routes.agent_card_routes import create_agent_card_routes
 from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import (
@@ -26,8 +28,12 @@ from a2a.types.a2a_pb2 import (
     Task,
     TaskState,
 )
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from a2a.utils.errors import UnsupportedOperationError
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.types import Message as AsgiMessage
 
@@ -215,12 +221,40 @@ def _card(url: str, streaming: bool = False) -> AgentCard:
     )
 
 
+def _card_routes(agent: SdkAgent, version: str, streaming: bool) -> list[Route]:
+    """The SDK's own card route, naming one JSON-RPC interface of ``version`` at the agent.
+
+    A 0.3 card is served as an a2a-sdk 0.3 agent publishes it (``url``, ``preferredTransport``),
+    converted from the 1.0 card by the SDK's compat layer.
+    """
+
+    def card() -> AgentCard:
+        served = _card(agent.url, streaming)
+        served.supported_interfaces[0].protocol_version = version
+        return served
+
+    if version == "1.0":
+
+        async def modify(_: AgentCard) -> AgentCard:
+            return card()
+
+        return create_agent_card_routes(_card("http://127.0.0.1/"), card_modifier=modify)
+
+    async def card_v03(_: Request) -> JSONResponse:
+        return JSONResponse(to_compat_agent_card(card()).model_dump(mode="json", exclude_none=True))
+
+    return [Route(AGENT_CARD_WELL_KNOWN_PATH, card_v03, methods=["GET"])]
+
+
 @contextlib.asynccontextmanager
-async def run_sdk_agent(streaming: bool = False, pause_s: float = 0.0) -> AsyncIterator[SdkAgent]:
+async def run_sdk_agent(
+    streaming: bool = False, pause_s: float = 0.0, card: str | None = None
+) -> AsyncIterator[SdkAgent]:
     """Serve the SDK agent on a free local port in the running loop for the block's duration.
 
     ``streaming`` serves the streaming executor with a card that says so (``pause_s`` is its
-    pause on the text `slow`).
+    pause on the text `slow`); ``card`` ("1.0" or "0.3") also serves its agent card in that
+    version's shape.
     """
     agent = SdkAgent(url="")
     executor: AgentExecutor = StreamingWeatherExecutor(pause_s) if streaming else WeatherExecutor()
@@ -229,7 +263,10 @@ async def run_sdk_agent(streaming: bool = False, pause_s: float = 0.0) -> AsyncI
         task_store=InMemoryTaskStore(),
         agent_card=_card("http://127.0.0.1/", streaming),
     )
-    app = Starlette(routes=create_jsonrpc_routes(handler, "/", enable_v0_3_compat=True))
+    routes = create_jsonrpc_routes(handler, "/", enable_v0_3_compat=True)
+    if card is not None:
+        routes = [*_card_routes(agent, card, streaming), *routes]
+    app = Starlette(routes=routes)
     try:
         async with serve_asgi(_Recorder(app, agent), lifespan="off") as base:
             agent.url = base + "/"

@@ -36,6 +36,7 @@ AGENT_KEYS = {
     "timeoutSeconds",
     "createdAt",
     "updatedAt",
+    "card",
 }
 
 

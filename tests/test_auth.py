@@ -205,8 +205,14 @@ def test_every_shipped_route_is_in_the_permission_table() -> None:
     assert shipped() - PUBLIC == set(PERMISSIONS)
 
 
-def test_public_routes_are_only_health_and_readiness() -> None:
-    assert {("GET", "/healthz"), ("GET", "/readyz")} == PUBLIC
+def test_public_routes_are_only_health_readiness_and_the_api_description() -> None:
+    assert {
+        ("GET", "/healthz"),
+        ("GET", "/readyz"),
+        ("GET", "/openapi.json"),
+        ("GET", "/docs"),
+        ("GET", "/docs/{asset}"),
+    } == PUBLIC
     assert shipped() >= PUBLIC
 
 

@@ -116,7 +116,7 @@ def test_migrate_applies_pending_migrations_once(server_url: str) -> None:
 def test_serve_on_a_given_database_refuses_to_start_without_secrets() -> None:
     done = run_cli("serve", env=clean_env(A2AC_DATABASE_URL="postgresql://x@127.0.0.1:1/x"))
     assert done.returncode == 2
-    assert "A2AC_JWT_SECRET and A2AC_ENCRYPTION_KEY must be set" in done.stderr
+    assert "A2AC_ENCRYPTION_KEY and A2AC_JWT_SECRET (or A2AC_JWKS_URL) must be set" in done.stderr
 
 
 def test_serve_refuses_a_malformed_encryption_key() -> None:

@@ -15,11 +15,12 @@ import pytest
 from aiohttp import web
 from starlette.responses import StreamingResponse
 
-from a2a_continue.app import create_app
+from a2a_continue.app import ROUTES, create_app
 from a2a_continue.auth import Caller
 from a2a_continue.db import create_pool
 from a2a_continue.gateway import Gateway
 from a2a_continue.idempotency import idempotent, request_hash, sweep
+from a2a_continue.openapi import build_document
 from a2a_continue.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings, SettingsError, load_settings
 from tests import test_continue_concurrency as processes
@@ -1043,3 +1044,23 @@ def test_idempotency_settings_come_from_the_environment() -> None:
     for name in ("A2AC_IDEMPOTENCY_TTL_S", "A2AC_IDEMPOTENCY_SWEEP_S"):
         with pytest.raises(SettingsError, match=name):
             load_settings({name: "0"})
+
+
+def test_api_description_names_the_key_on_start_continue_and_cancel() -> None:
+    document = build_document(ROUTES)
+    keyed_routes = {
+        ("post", "/v1/a2a/{agent_id}/messages"),
+        ("post", "/v1/a2a/{agent_id}/tasks/{task_id}/messages"),
+        ("post", "/v1/a2a/{agent_id}/tasks/{task_id}/cancel"),
+    }
+
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            names = {p["name"] for p in operation["parameters"]}
+            assert ("Idempotency-Key" in names) == ((method, path) in keyed_routes), path
+            if (method, path) in keyed_routes:
+                assert "Idempotent-Replayed" in operation["responses"]["200"]["headers"]
+                assert {"409", "422"} <= set(operation["responses"])
+    text = msgspec.json.encode(document).decode()
+    for slug in ("reused", "in-flight", "streamed"):
+        assert f"{PROBLEM}idempotency-key-{slug}" in text
