@@ -1,34 +1,29 @@
-"""The Starlette application: routes, the permission middleware, the lifespan resources."""
+"""The application: routes, the edge layer in front of them, the lifespan resources."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
-from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import Response
 from starlette.routing import Route
 
 from a2a_continue import handlers as h
-from a2a_continue import openapi
-from a2a_continue.auth import PermissionMiddleware
+from a2a_continue import logs, metrics, openapi, telemetry
 from a2a_continue.claims import sweeping_claims
-from a2a_continue.db import QueryLogger, create_pool
-from a2a_continue.errors import AppError, problem_response
+from a2a_continue.db import HeldConnections, QueryLogger, create_pool
 from a2a_continue.facade import handlers as facade
 from a2a_continue.gateway import Gateway
-from a2a_continue.idempotency import Replayed, on_replayed, start_sweeper, stop_sweeper
+from a2a_continue.idempotency import start_sweeper, stop_sweeper
 from a2a_continue.isolation import agent_session
 from a2a_continue.live.hub import Hub
 from a2a_continue.live.streams import Streams
-from a2a_continue.paths import RawPathRouting
+from a2a_continue.middleware import Edge
 from a2a_continue.secrets import Sealer, decode_key
-from a2a_continue.settings import Settings, check_jwt_secret
+from a2a_continue.settings import Settings, check_jwt_secret, load_settings
 from a2a_continue.tokens import TokenVerifier
 
 log = logging.getLogger(__name__)
@@ -50,36 +45,16 @@ ROUTES = [
     Route(TASK + "/events", h.list_events, methods=["GET"]),
     Route(TASK + "/messages", h.continue_task, methods=["POST"]),
     Route(TASK + "/cancel", h.cancel_task, methods=["POST"]),
+    Route("/metrics", h.metrics, methods=["GET"]),
     *openapi.ROUTES,
     Route(FACADE + "/.well-known/agent-card.json", facade.agent_card, methods=["GET"]),
     Route(FACADE, facade.agent_rpc, methods=["POST"]),
 ]
 
 
-async def on_app_error(request: Request, exc: Exception) -> Response:
-    """Render a gateway error as problem+json."""
-    assert isinstance(exc, AppError)
-    return problem_response(exc)
-
-
-async def on_http_error(request: Request, exc: Exception) -> Response:
-    """Render Starlette's own HTTP errors as problem+json."""
-    assert isinstance(exc, HTTPException)
-    error = AppError(exc.detail)
-    error.status, error.title = exc.status_code, exc.detail
-    error.slug = "not-found" if exc.status_code == 404 else f"http-{exc.status_code}"
-    return problem_response(error)
-
-
-async def on_unexpected(request: Request, exc: Exception) -> Response:
-    """Log a bug and answer 500 without its details."""
-    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return problem_response(AppError("an unexpected error occurred; it has been logged"))
-
-
 def create_app(
     settings: Settings, *, routes: list[Route] | None = None, on_query: QueryLogger | None = None
-) -> Starlette:
+) -> Edge:
     """Build the gateway for ``settings`` (``routes`` and ``on_query`` serve the tests)."""
     if not settings.database_url:
         raise ValueError("create_app needs settings.database_url")
@@ -92,8 +67,11 @@ def create_app(
     routes = ROUTES if routes is None else routes
     tokens = TokenVerifier(settings)
 
+    if telemetry.setup_tracing():
+        on_query = _both(on_query, telemetry.statement_span)
+
     @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
+    async def lifespan(app: Any) -> AsyncIterator[dict[str, Any]]:
         pool = await create_pool(
             database_url, settings.pool_size, on_query, timeout_s=settings.db_timeout_s
         )
@@ -102,28 +80,58 @@ def create_app(
         hub = Hub(database_url, listen=settings.listen)
         streams = Streams(settings.max_streams)
         await hub.start()
-        gateway = Gateway(settings, pool, session, sealer, hub, streams)
+        held = HeldConnections(pool, settings.pool_size)
+        gauges = asyncio.create_task(_pool_gauges(held))
+        gateway = Gateway(settings, pool, session, sealer, hub, streams, held=held)
         try:
             async with sweeping_claims(gateway):
                 yield {"gateway": gateway}
         finally:
             await stop_sweeper(sweeper)
+            gauges.cancel()
             await streams.close()
             await hub.stop()
+            # The server has drained or cancelled every request; let the cancelled ones
+            # release their claims before the pool closes.
+            with suppress(TimeoutError):
+                await asyncio.wait_for(edge.idle(), RELEASE_S)
             await session.close()
+            await held.close()
             await pool.close()
+            metrics.worker_exited(os.getpid())
 
-    return Starlette(
-        routes=routes,
-        middleware=[
-            Middleware(RawPathRouting),
-            Middleware(PermissionMiddleware, routes=routes, tokens=tokens),
-        ],
-        exception_handlers={
-            AppError: on_app_error,
-            HTTPException: on_http_error,
-            Replayed: on_replayed,
-            Exception: on_unexpected,
-        },
-        lifespan=lifespan,
-    )
+    edge = Edge(routes, tokens, lifespan)
+    return edge
+
+
+def app_from_env() -> Edge:
+    """Build the gateway of one ``serve --workers N`` worker from the environment."""
+    from a2a_continue.serving import settle_memory
+
+    settings = load_settings()
+    logs.configure(settings.log_format, settings.log_level)
+    app = create_app(settings)
+    settle_memory()
+    return app
+
+
+# How long a stopping gateway gives cancelled requests to release their claims.
+RELEASE_S = 5.0
+
+
+async def _pool_gauges(held: HeldConnections, every_s: float = 1.0) -> None:
+    """Keep the pool gauges of this process current (held connections are idle ones)."""
+    while True:
+        metrics.db_pool(held.pool.get_size(), held.pool.get_idle_size() + len(held.idle))
+        await asyncio.sleep(every_s)
+
+
+def _both(first: QueryLogger | None, second: QueryLogger) -> QueryLogger:
+    if first is None:
+        return second
+
+    def both(record: Any) -> None:
+        first(record)
+        second(record)
+
+    return both

@@ -10,17 +10,9 @@ from typing import Any, Protocol
 
 import jwt
 import msgspec
-from starlette.routing import BaseRoute, Match, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Scope
 
-from a2a_continue.errors import (
-    AppError,
-    Forbidden,
-    MethodNotAllowed,
-    NotFound,
-    Unauthorized,
-    problem_response,
-)
+from a2a_continue.errors import Forbidden, Unauthorized
 from a2a_continue.limits import has_nul
 
 # Every shipped route and the permission it needs. A route missing here is denied.
@@ -38,6 +30,7 @@ PERMISSIONS: dict[tuple[str, str], str] = {
     ("POST", "/v1/a2a/{agent_id:uuid}/tasks/{task_id:task_id}/cancel"): "a2a.invoke",
     ("GET", "/a2a/{agent_id:uuid}/.well-known/agent-card.json"): "a2a.read",
     ("POST", "/a2a/{agent_id:uuid}"): "per-method",
+    ("GET", "/metrics"): "a2a.metrics",
 }
 
 # The permission of a route whose handler checks one per request (the A2A façade's
@@ -166,81 +159,20 @@ def bearer_token(scope: Scope) -> str:
     return token.strip()
 
 
-def match_route(routes: Sequence[BaseRoute], scope: Scope) -> tuple[Route | None, bool]:
-    """Find the route for the request: (route, method allowed); (None, False) when none."""
-    partial: Route | None = None
-    for route in routes:
-        if not isinstance(route, Route):
-            continue
-        match, _ = route.matches(scope)
-        if match == Match.FULL:
-            return route, True
-        if match == Match.PARTIAL and partial is None:
-            partial = route
-    return partial, False
-
-
-def allowed_methods(routes: Sequence[BaseRoute], scope: Scope) -> list[str]:
-    """List the methods of every route whose path matches (one path may span several routes)."""
-    methods: set[str] = set()
-    for route in routes:
-        if isinstance(route, Route) and route.matches(scope)[0] != Match.NONE:
-            methods |= route.methods or set()
-    return sorted(methods)
+def check_permission(caller: Caller, method: str, path: str) -> None:
+    """Refuse with 403 unless the route is in the table and the caller holds its permission
+    (a per-method route checks each method's permission itself)."""
+    permission = PERMISSIONS.get((method, path))
+    if permission is None:
+        raise Forbidden(f"{method} {path} is not in the permission table")
+    if permission != PER_METHOD and not caller.may(permission):
+        raise Forbidden(f"this route needs the {permission!r} permission")
 
 
 class TokenSource(Protocol):
     """What turns a bearer token into a caller (``tokens.TokenVerifier`` in the app)."""
 
     async def caller(self, token: str) -> Caller: ...
-
-
-class PermissionMiddleware:
-    """Authenticate the caller and check the route's permission before any handler runs."""
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        routes: Sequence[BaseRoute],
-        secret: str = "",
-        tokens: TokenSource | None = None,
-    ) -> None:
-        self.app = app
-        self.routes = routes
-        self.tokens: TokenSource = tokens if tokens is not None else VerifiedTokens(secret)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        try:
-            caller = await self.check(scope)
-        except AppError as error:
-            await problem_response(error)(scope, receive, send)
-            return
-        scope.setdefault("state", {})["caller"] = caller
-        await self.app(scope, receive, send)
-
-    async def check(self, scope: Scope) -> Caller | None:
-        """Return the caller allowed to make this request, or raise the refusal."""
-        route, allowed = match_route(self.routes, scope)
-        method = "GET" if scope["method"] == "HEAD" else scope["method"]
-        if route is not None and allowed and (method, route.path) in PUBLIC:
-            return None
-        caller = await self.tokens.caller(bearer_token(scope))
-        if route is None:
-            raise NotFound(f"no route matches {scope['path']}")
-        if not allowed:
-            error = MethodNotAllowed(f"{scope['method']} is not allowed on {scope['path']}")
-            error.headers["Allow"] = ", ".join(allowed_methods(self.routes, scope))
-            raise error
-        permission = PERMISSIONS.get((method, route.path))
-        if permission is None:
-            raise Forbidden(f"{method} {route.path} is not in the permission table")
-        if permission != PER_METHOD and not caller.may(permission):
-            raise Forbidden(f"this route needs the {permission!r} permission")
-        return caller
 
 
 # The scoping predicates: $1 = caller sub, $2 = caller teams, $3 = caller is admin.

@@ -7,6 +7,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 
+from a2a_continue import metrics
 from a2a_continue.db import Conn
 from a2a_continue.gateway import Gateway
 
@@ -57,6 +58,7 @@ async def _sweep_forever(gw: Gateway) -> None:
             log.warning("the sweep of expired claims failed: %s", type(exc).__name__)
             continue
         if found:
+            metrics.claim_expired(found)
             log.info("released %d expired follow-up claims", found)
 
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
 import msgspec
-import uvicorn
 
+from a2a_continue import logs
 from a2a_continue.auth import mint_token
 from a2a_continue.db import migrate_url
 from a2a_continue.embedded import EmbeddedUnavailable
@@ -59,7 +59,7 @@ def database(settings: Settings) -> Iterator[Settings]:
 
 def serve(settings: Settings) -> int:
     """Run the gateway until interrupted."""
-    from a2a_continue.app import create_app
+    from a2a_continue import serving
 
     embedded = not settings.database_url
     if embedded:
@@ -101,14 +101,7 @@ def serve(settings: Settings) -> int:
         # so the embedded database is stopped on the way out.
         signal.signal(signal.SIGTERM, _exit)
         with suppress(KeyboardInterrupt):
-            # No access log: uvicorn's prints query strings, and a token may travel in one.
-            uvicorn.run(
-                create_app(ready),
-                host=ready.host,
-                port=ready.port,
-                log_level="info",
-                access_log=False,
-            )
+            serving.run(ready)
     return 0
 
 
@@ -156,6 +149,7 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("serve", help="run the gateway")
     run.add_argument("--host", help="address to listen on (default: A2AC_HOST, else 127.0.0.1)")
     run.add_argument("--port", type=int, help="port to listen on (default: A2AC_PORT, else 8080)")
+    run.add_argument("--workers", type=int, help="processes serving the port (A2AC_WORKERS)")
     sub.add_parser("migrate", help="apply pending database migrations")
     tok = sub.add_parser("token", help="print a signed caller token")
     tok.add_argument("--sub", required=True, help="the caller's email")
@@ -205,8 +199,10 @@ def _main(argv: list[str] | None = None) -> int:
     except (SettingsError, EncryptionKeyError) as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
+    logs.configure(settings.log_format, settings.log_level)
     if args.command == "serve":
-        overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v}
+        given = (("host", args.host), ("port", args.port), ("workers", args.workers))
+        overrides = {k: v for k, v in given if v}
         return serve(msgspec.structs.replace(settings, **overrides))
     if args.command == "migrate":
         return migrate(settings)

@@ -6,8 +6,7 @@ import logging
 import uuid
 from typing import Any
 
-from a2a_continue import protocol
-from a2a_continue.agents import target_of
+from a2a_continue import metrics, protocol
 from a2a_continue.auth import TASK_VISIBLE, Caller
 from a2a_continue.claims import EXPIRED_DATA, SYSTEM_ACTOR
 from a2a_continue.db import Conn, Record
@@ -133,7 +132,13 @@ async def claim_task(
     if row is None or row["row_id"] is None:
         raise NotFound(f"task {task_id} not found")
     if not row["claimed"]:
-        raise refusal(row, client_context)
+        error = refusal(row, client_context)
+        if isinstance(error, (TaskBusy, TaskTerminal)):
+            metrics.followup("busy" if isinstance(error, TaskBusy) else "terminal")
+        raise error
+    if row["expired_at"] is not None:
+        metrics.claim_expired()
+        log.warning("task %s: an expired claim was taken over (its holder never answered)", task_id)
     return row
 
 
@@ -142,11 +147,12 @@ class FollowUp:
 
     def __init__(self, gw: Gateway, caller: Caller, row: Record, claim: uuid.UUID) -> None:
         self.gw, self.caller, self.row, self.claim = gw, caller, row, claim
-        self.message_id = str(uuid.uuid4())
+        # The claim's uuid doubles as the message id: one fresh uuid per follow-up.
+        self.message_id = str(claim)
 
     def target(self) -> AgentTarget:
         """Where and how to reach the task's agent."""
-        return target_of(self.row, self.gw.sealer, self.gw.settings.agent_timeout_s)
+        return self.gw.target(self.row)
 
     def payload(self, body: ContinueBody, *, streaming: bool = False) -> dict[str, Any]:
         """The agent's request: the caller's message with the gateway-owned fields set."""
@@ -159,6 +165,7 @@ class FollowUp:
     async def failed(self, error: AppError) -> None:
         """Log a call that did not get an answer (502/504) and release the claim."""
         data = {"messageId": self.message_id, "reason": error.slug, "detail": error.detail}
+        metrics.followup("failed")
         try:
             async with self.gw.connection() as conn:
                 await record_outcome(
@@ -180,6 +187,7 @@ class FollowUp:
         Nothing here fails the request: the agent already has the message.
         """
         data: dict[str, Any] = {"messageId": self.message_id}
+        metrics.followup("continued")
         if answer.error_code is not None:
             data["error"] = {"code": answer.error_code}
         task = answer.task

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +80,85 @@ async def create_pool(
     )
     assert pool is not None
     return pool
+
+
+class HeldConnections:
+    """Connections kept out of the pool between statements, so lending one is a list pop.
+
+    asyncpg's own acquire and release cost more than a short statement (a queue, a proxy
+    object and a shielded task each way). A connection that ends its turn cleanly goes to
+    the next waiting caller or waits here; one that saw any error goes back to the pool,
+    which checks it. At most ``keep`` (the pool's size) are out of the pool at once, and a
+    caller beyond that waits here, never inside the pool, so nothing waits on a connection
+    parked in this list.
+    """
+
+    def __init__(self, pool: Pool, keep: int) -> None:
+        self.pool = pool
+        self.keep = keep
+        self.out = 0
+        self.idle: list[Any] = []
+        self.waiters: deque[asyncio.Future[Any]] = deque()
+
+    async def acquire(self, wait_s: float | None = None) -> Any:
+        """A connection: a held one if any, else one from the pool (waiting up to wait_s)."""
+        if self.idle:
+            return self.idle.pop()
+        if self.out < self.keep:
+            self.out += 1
+            try:
+                return await self.pool.acquire(timeout=wait_s)
+            except BaseException:
+                self.out -= 1
+                self._wake()
+                raise
+        waiter = asyncio.get_running_loop().create_future()
+        self.waiters.append(waiter)
+        try:
+            async with asyncio.timeout(wait_s):
+                conn = await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self._hand_on(waiter.result())
+            else:
+                with suppress(ValueError):
+                    self.waiters.remove(waiter)
+            raise
+        if conn is None:  # room at the pool: take from it
+            return await self.acquire(wait_s)
+        return conn
+
+    async def release(self, conn: Any, clean: bool) -> None:
+        """Pass on a connection that ended its turn cleanly; return any other to the pool."""
+        if clean and not conn.is_closed() and not conn.is_in_transaction():
+            self._hand_on(conn)
+            return
+        self.out -= 1
+        try:
+            await self.pool.release(conn)
+        finally:
+            self._wake()
+
+    def _hand_on(self, conn: Any) -> None:
+        """Give a connection (None: room at the pool) to the first waiter, else keep it."""
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(conn)
+                return
+        if conn is not None:
+            self.idle.append(conn)
+
+    def _wake(self) -> None:
+        if self.waiters:
+            self._hand_on(None)
+
+    async def close(self) -> None:
+        """Give every held connection back to the pool (before closing it)."""
+        idle, self.idle = self.idle, []
+        self.out -= len(idle)
+        for conn in idle:
+            await self.pool.release(conn)
 
 
 async def migrate(conn: Connection) -> list[str]:

@@ -6,7 +6,7 @@ import asyncio
 import base64
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -15,6 +15,7 @@ import msgspec
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable
 from a2a_continue.limits import MAX_JSON_DEPTH, TooDeep, check_depth
 from a2a_continue.netguard import AddressRefused, Network, check_call_url, refused_reason
+from a2a_continue.telemetry import outbound_headers
 
 _CHUNK = 64 * 1024
 
@@ -28,6 +29,12 @@ class AgentTarget:
     timeout_s: float
     auth: dict[str, Any] | None = None
     agent_id: uuid.UUID | None = None
+    headers: dict[str, str] = field(default_factory=dict)  # see outbound_headers
+
+    def __post_init__(self) -> None:
+        # Built once per target (targets are cached per agent row), not once per call.
+        if not self.headers:
+            self.headers.update(target_headers(self.protocol_version, self.auth))
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +57,21 @@ def auth_headers(auth: dict[str, Any] | None) -> dict[str, str]:
     return dict(auth["headers"])
 
 
+def target_headers(protocol_version: str, auth: dict[str, Any] | None) -> dict[str, str]:
+    """The headers of every call to an agent: content type, A2A version, credentials."""
+    return {
+        "Content-Type": "application/json",
+        "Accept": "application/json",
+        "A2A-Version": protocol_version,
+        **auth_headers(auth),
+    }
+
+
 async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> bytes:
-    if response.content_length is not None and response.content_length > limit:
-        raise AgentBadAnswer(f"the agent's answer is larger than {limit} bytes")
+    if response.content_length is not None:
+        if response.content_length > limit:
+            raise AgentBadAnswer(f"the agent's answer is larger than {limit} bytes")
+        return await response.read()
     chunks: list[bytes] = []
     size = 0
     while chunk := await response.content.read(_CHUNK):
@@ -83,12 +102,7 @@ async def post_rpc(
         check_call_url(target.endpoint_url, networks)
     except AddressRefused as exc:
         raise AgentAddressRefused(f"the agent's address is refused: {exc}") from None
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json",
-        "A2A-Version": target.protocol_version,
-        **auth_headers(target.auth),
-    }
+    headers = {**target.headers, **outbound_headers()}
     try:
         async with (
             asyncio.timeout(target.timeout_s),

@@ -105,6 +105,14 @@ class DatabaseUnavailable(AppError):
         self.headers["Retry-After"] = "2"
 
 
+class ShuttingDown(AppError):
+    status, slug, title = 503, "shutting-down", "The gateway is stopping"
+
+    def __init__(self) -> None:
+        super().__init__("the gateway stopped before this request finished; retry it")
+        self.headers["Retry-After"] = "1"
+
+
 def problem_response(error: AppError) -> Response:
     """Render ``error`` as an ``application/problem+json`` response."""
     return Response(

@@ -6,11 +6,14 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 import asyncpg
 
-from a2a_continue.db import Conn
+from a2a_continue.agents import target_of
+from a2a_continue.db import Conn, HeldConnections, Record
+from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import DatabaseUnavailable
 from a2a_continue.isolation import AgentSlots
 from a2a_continue.live.hub import Hub
@@ -29,6 +32,9 @@ DB_DOWN = (
 # What a database that does not answer in time raises (the client's or the server's timer).
 DB_SLOW = (TimeoutError, asyncpg.QueryCanceledError)
 
+# Agent targets kept per process; a changed row (new URL, credentials…) makes a new key.
+TARGETS_KEPT = 1024
+
 
 @dataclass(frozen=True, slots=True)
 class Gateway:
@@ -41,10 +47,29 @@ class Gateway:
     sealer: Sealer
     hub: Hub = field(default_factory=lambda: Hub(None, listen=False))
     streams: Streams = field(default_factory=lambda: Streams(1000))
+    targets: dict[tuple[Any, ...], AgentTarget] = field(default_factory=dict)
+    held: HeldConnections | None = None
     slots: AgentSlots = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "slots", AgentSlots(self.settings.agent_concurrency))
+
+    def target(self, row: Record) -> AgentTarget:
+        """The downstream target of an agent row; credentials opened and headers built once."""
+        key = (
+            row["agent_id"],
+            row["endpoint_url"],
+            row["protocol_version"],
+            row["timeout_seconds"],
+            row["auth_sealed"],
+        )
+        target = self.targets.get(key)
+        if target is None:
+            if len(self.targets) >= TARGETS_KEPT:
+                self.targets.clear()
+            target = target_of(row, self.sealer, self.settings.agent_timeout_s)
+            self.targets[key] = target
+        return target
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Conn]:
@@ -53,18 +78,26 @@ class Gateway:
         bound = self.settings.db_timeout_s
         slow = f"the database did not answer within {bound:g} s; try again shortly"
         try:
-            conn = await self.pool.acquire(timeout=bound)
+            if self.held is not None:
+                conn = await self.held.acquire(bound)
+            else:
+                conn = await self.pool.acquire(timeout=bound)
         except DB_SLOW:
             raise DatabaseUnavailable(slow) from None
         except DB_DOWN:
             raise DatabaseUnavailable() from None
+        clean = False
         try:
             yield conn
+            clean = True
         except DB_SLOW:
             raise DatabaseUnavailable(slow) from None
         except DB_DOWN:
             raise DatabaseUnavailable() from None
         finally:
-            # The pool finishes a release it has begun even when this wait gives up.
-            with suppress(TimeoutError):
-                await asyncio.wait_for(self.pool.release(conn), bound)
+            if self.held is not None:
+                await self.held.release(conn, clean)
+            else:
+                # The pool finishes a release it has begun even when this wait gives up.
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(self.pool.release(conn), bound)

@@ -14,6 +14,7 @@ from a2a_continue.errors import PayloadTooLarge
 from a2a_continue.gateway import Gateway
 from a2a_continue.limits import body_deadline
 from a2a_continue.live import relay, sse
+from a2a_continue.metrics import exposition
 from a2a_continue.models import (
     AgentCreate,
     AgentPatch,
@@ -83,6 +84,12 @@ async def readyz(request: Request) -> Response:
     async with _gateway(request).connection() as conn:
         await conn.fetchval("SELECT 1")
     return json_response({"status": "ready"})
+
+
+async def metrics(request: Request) -> Response:
+    """The Prometheus series (of every worker)."""
+    body, content_type = exposition()
+    return Response(body, headers={"Content-Type": content_type})
 
 
 async def create_agent(request: Request) -> Response:

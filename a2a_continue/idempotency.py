@@ -15,8 +15,9 @@ Use a key around one request::
 A follow-up takes its key in the statement that claims the task: it passes ``slot`` to the
 claim (``slot.param()`` in, ``slot.settle(row)`` out) and opens the slot ``with_claim``. A
 streamed answer is never kept: the stream calls ``slot.mark_streamed(task_id)`` and retries
-are sent to the task's events. A replay is raised as :class:`Replayed`; the REST app answers
-it with the kept bytes, the A2A façade (``facade/keys.py``) translates it for its client.
+are sent to the task's events. A replay is raised as :class:`Replayed`; the edge
+(``middleware.py``) answers it with the kept bytes, the A2A façade (``facade/keys.py``)
+translates it for its client.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 
+from a2a_continue import metrics
 from a2a_continue.auth import Caller
 from a2a_continue.db import Conn, Pool, Record
 from a2a_continue.errors import AppError, NotCancelable, problem_response
@@ -79,12 +81,6 @@ class Replayed(Exception):
     def __init__(self, response: Response) -> None:
         super().__init__("replayed")
         self.response = response
-
-
-async def on_replayed(request: Request, exc: Exception) -> Response:
-    """Answer a replay with the stored response (an exception handler of the app)."""
-    assert isinstance(exc, Replayed)
-    return exc.response
 
 
 def key_from(headers: Headers) -> str | None:
@@ -238,6 +234,7 @@ def refusal_of(row: Record) -> Exception:
         url = f"/v1/a2a/{row['key_agent_id']}/tasks/{task_id}/events"
         return KeyStreamed(detail, taskId=task_id, eventsUrl=url)
     if row["key_status"] is not None:
+        metrics.idempotent_replay()
         return Replayed(replay_of(row))
     return KeyInFlight(
         "a request with this Idempotency-Key is in flight; retry when it has answered"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2a_continue import protocol
-from a2a_continue.agents import target_of, visible_agent_row
+from a2a_continue.agents import visible_agent_row
 from a2a_continue.auth import Caller
 from a2a_continue.db import Record
 from a2a_continue.downstream import AgentTarget
@@ -24,6 +24,7 @@ from a2a_continue.gateway import Gateway
 from a2a_continue.models import StartBody, TaskOut, check_send_body
 from a2a_continue.outbound import Forwarded, check_role, exchange, outgoing_message, send_payload
 from a2a_continue.tasks import find_task, record_new_task, record_outcome, task_out
+from a2a_continue.telemetry import note_task
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ class Start:
     async def store(self, task: protocol.AgentTask) -> str:
         """Record the task the agent started for the caller (its `task_created`)."""
         agent_id = self.agent["agent_id"]
+        note_task(agent_id, task.id)
         try:
             async with self.gw.connection() as conn:
                 state = await record_new_task(
@@ -89,7 +91,7 @@ async def begin_start(gw: Gateway, caller: Caller, agent_id: uuid.UUID, body: St
     check_start(agent_id, caller, body)
     async with gw.connection() as conn:
         agent = await visible_agent_row(conn, caller, agent_id)
-    target = target_of(agent, gw.sealer, gw.settings.agent_timeout_s)
+    target = gw.target(agent)
     return Start(gw, caller, agent, target, body, str(uuid.uuid4()))
 
 
@@ -110,7 +112,7 @@ async def cancel_task(gw: Gateway, caller: Caller, agent_id: uuid.UUID, task_id:
         row = await find_task(conn, caller, agent_id, task_id)
     if protocol.is_terminal_task_state(row["state"]):
         raise TaskTerminal(row["state"], "canceled")
-    target = target_of(row, gw.sealer, gw.settings.agent_timeout_s)
+    target = gw.target(row)
     payload = protocol.build_cancel_request(target.protocol_version, protocol.new_rpc_id(), task_id)
     _, answer = await exchange(gw, target, payload)
     if answer.error_code == NOT_CANCELABLE:

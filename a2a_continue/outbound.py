@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from a2a_continue import protocol
+from a2a_continue import metrics, protocol
 from a2a_continue.downstream import AgentReply, AgentTarget, post_rpc
-from a2a_continue.errors import AgentBadAnswer, BadRequest
+from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable, BadRequest
 from a2a_continue.gateway import Gateway
 from a2a_continue.models import ContinueBody, Message, Part
+from a2a_continue.telemetry import agent_span, upstream
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,15 +80,38 @@ async def exchange(
     gw: Gateway, target: AgentTarget, payload: dict[str, Any]
 ) -> tuple[AgentReply, protocol.AgentAnswer]:
     """POST the payload to the agent and parse its answer; an unusable one is a 502."""
-    with gw.slots.slot(target.agent_id or target.endpoint_url):
-        reply = await post_rpc(
-            gw.session,
-            target,
-            payload,
-            gw.settings.max_agent_response_bytes,
-            gw.settings.agent_networks,
-        )
+    method = str(payload.get("method"))
+    began = time.perf_counter()
+    outcome: str | None = None
     try:
-        return reply, protocol.parse_answer(target.protocol_version, reply.body)
-    except protocol.ProtocolError as exc:
-        raise AgentBadAnswer(f"the agent's answer is not an A2A result: {exc}") from None
+        with (
+            gw.slots.slot(target.agent_id or target.endpoint_url),
+            agent_span(method, target.endpoint_url),
+        ):
+            reply = await post_rpc(
+                gw.session,
+                target,
+                payload,
+                gw.settings.max_agent_response_bytes,
+                gw.settings.agent_networks,
+            )
+        try:
+            answer = protocol.parse_answer(target.protocol_version, reply.body)
+        except protocol.ProtocolError as exc:
+            raise AgentBadAnswer(f"the agent's answer is not an A2A result: {exc}") from None
+        outcome = "ok" if answer.error_code is None else "rpc-error"
+        return reply, answer
+    except AgentTimeout:
+        outcome = "timeout"
+        raise
+    except AgentUnreachable:
+        outcome = "unreachable"
+        raise
+    except AgentBadAnswer:
+        outcome = "bad-answer"
+        raise
+    finally:
+        if outcome is not None:
+            seconds = time.perf_counter() - began
+            metrics.agent_call(method, outcome, seconds)
+            upstream(outcome, seconds)

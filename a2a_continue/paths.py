@@ -5,9 +5,9 @@ from __future__ import annotations
 from urllib.parse import parse_qsl, quote, unquote
 
 from starlette.convertors import Convertor, register_url_convertor
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Scope
 
-from a2a_continue.errors import Invalid, problem_response
+from a2a_continue.errors import Invalid
 from a2a_continue.limits import NUL
 
 
@@ -45,21 +45,3 @@ def refused_text(scope: Scope) -> Invalid | None:
             loc = f"$.query.{name.replace(NUL, '?')}"
             return Invalid([{"loc": loc, "msg": "must not contain U+0000"}])
     return None
-
-
-class RawPathRouting:
-    """Route on the path as the client encoded it, and refuse text the store cannot hold."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            error = refused_text(scope)
-            if error is not None:
-                await problem_response(error)(scope, receive, send)
-                return
-            raw = scope.get("raw_path")
-            if raw and b"%" in raw:
-                scope = {**scope, "path": routing_path(raw.partition(b"?")[0])}
-        await self.app(scope, receive, send)

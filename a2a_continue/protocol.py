@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from a2a_continue.limits import MAX_ID_CHARS, scrub
+from a2a_continue.telemetry import new_id
 
 JSON = dict[str, Any]
 
@@ -67,8 +67,8 @@ def wire_role(version: str) -> str:
 
 
 def new_rpc_id() -> str:
-    """Return a fresh JSON-RPC request id."""
-    return uuid.uuid4().hex
+    """Return a fresh JSON-RPC request id (unique per process run, cheap to make)."""
+    return new_id()
 
 
 # Parts

@@ -34,6 +34,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     pool_size: int = 10
     idempotency_ttl_s: float = 86400.0
     idempotency_sweep_s: float = 300.0
+    workers: int = 1
+    drain_s: float = 30.0
+    log_format: str = "text"
+    log_level: str = "info"
     jwks_url: str = ""
     jwt_issuer: str = ""
     jwt_audience: str = ""
@@ -126,6 +130,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         pool_size=_integer(env, "A2AC_POOL_SIZE", 10),
         idempotency_ttl_s=_number(env, "A2AC_IDEMPOTENCY_TTL_S", 86400.0),
         idempotency_sweep_s=_number(env, "A2AC_IDEMPOTENCY_SWEEP_S", 300.0),
+        workers=_integer(env, "A2AC_WORKERS", 1, high=256),
+        drain_s=_number(env, "A2AC_DRAIN_S", 30.0),
+        log_format=_choice(env, "A2AC_LOG_FORMAT", ("text", "json")),
+        log_level=_choice(env, "A2AC_LOG_LEVEL", ("info", "debug", "warning", "error")),
         jwks_url=_http_url(env, "A2AC_JWKS_URL"),
         jwt_issuer=env.get("A2AC_JWT_ISSUER", ""),
         jwt_audience=env.get("A2AC_JWT_AUDIENCE", ""),
@@ -144,3 +152,11 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         listen=_flag(env, "A2AC_LISTEN", True),
         public_url=env.get("A2AC_PUBLIC_URL") or None,
     )
+
+
+def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
+    """One of ``allowed`` (any case); the first is the default."""
+    raw = (env.get(name) or allowed[0]).strip().lower()
+    if raw not in allowed:
+        raise SettingsError(f"{name} must be one of {', '.join(allowed)}; got {env[name]!r}")
+    return raw

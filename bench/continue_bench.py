@@ -1,88 +1,167 @@
-"""Benchmark: what a follow-up through the gateway costs, as ratios to two baselines.
+"""Benchmark: what a follow-up through the gateway costs next to a direct call and a bare proxy.
 
-Baselines, measured in the same run against the same local agent:
+Four processes, as in production: a 1.0 agent that answers at once, the gateway (the real
+``a2a-continue serve``), a bare pass-through proxy on the same server stack (uvicorn, uvloop,
+httptools, an aiohttp client; no auth, no database), and this script as the load generator.
+Each path is measured at concurrency 1 and 16 after a warm-up:
 - direct: the client posts the A2A request to the agent itself;
-- proxy: a bare Starlette + aiohttp pass-through (no auth, no validation, no database),
-  the least any HTTP gateway on this stack can cost.
-Ratios hold on a noisy machine where absolute milliseconds do not. Usage:
-    python bench/continue_bench.py [--requests 300] [--concurrency 20]
+- proxy: the same request through the bare pass-through;
+- follow-up and start: the gateway's routes.
+The CPU per request of the gateway (its workers included) and of the proxy comes from
+/proc/<pid>/stat. Ratios within
+one run hold on a noisy machine where absolute milliseconds do not. Usage:
+    python bench/continue_bench.py [--requests 2000] [--warmup 200] [--workers 1] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
+import os
+import signal
+import socket
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from contextlib import ExitStack
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-from aiohttp import web
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
+import msgspec
 
-from a2a_continue.app import create_app
-from a2a_continue.auth import mint_token
-from a2a_continue.db import migrate_url
-from a2a_continue.secrets import new_key
-from a2a_continue.serving import serve_in_loop
-from a2a_continue.settings import Settings, load_settings
+ROOT = Path(__file__).resolve().parent.parent
+CONCURRENCY = (1, 16)
+TICKS = os.sysconf("SC_CLK_TCK")
 
 Call = Callable[[int], Awaitable[None]]
 
 
-def agent_app() -> web.Application:
-    """An agent that keeps every task in input-required, answering at once."""
+# ---- the agent and the proxy, each run as its own process --------------------------------
+
+
+def run_agent(port: int) -> None:
+    """Serve a 1.0 agent that keeps every task in input-required and answers at once."""
+    import uvloop
+    from aiohttp import web
 
     async def rpc(request: web.Request) -> web.Response:
-        body = await request.json()
+        body = msgspec.json.decode(await request.read())
         message = body["params"]["message"]
         task = {
-            "id": message.get("taskId") or str(uuid.uuid4()),
-            "contextId": message.get("contextId") or str(uuid.uuid4()),
+            "id": message.get("taskId") or uuid.uuid4().hex,
+            "contextId": message.get("contextId") or uuid.uuid4().hex,
             "status": {"state": "TASK_STATE_INPUT_REQUIRED"},
         }
-        return web.json_response({"jsonrpc": "2.0", "id": body["id"], "result": {"task": task}})
+        answer = {"jsonrpc": "2.0", "id": body["id"], "result": {"task": task}}
+        return web.Response(body=msgspec.json.encode(answer), content_type="application/json")
 
     app = web.Application()
     app.router.add_post("/", rpc)
-    return app
+    uvloop.run(_serve_aiohttp(app, port))
 
 
-def proxy_app(agent_url: str, session: aiohttp.ClientSession) -> Starlette:
-    """A pass-through: the request body goes to the agent, its answer comes back."""
+async def _serve_aiohttp(app: Any, port: int) -> None:
+    from aiohttp import web
 
-    async def forward(request: Request) -> Response:
-        async with session.post(agent_url, data=await request.body()) as r:
-            return Response(await r.read(), media_type="application/json")
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    await asyncio.Event().wait()
 
-    return Starlette(routes=[Route("/", forward, methods=["POST"])])
+
+def run_proxy(port: int, agent_url: str) -> None:
+    """Serve a bare pass-through on the gateway's server stack: body in, agent's answer out."""
+    import uvicorn
+
+    session: aiohttp.ClientSession | None = None
+    headers = {"Content-Type": "application/json"}
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        nonlocal session
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if session is None:
+            session = aiohttp.ClientSession()
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        async with session.post(agent_url, data=b"".join(chunks), headers=headers) as r:
+            raw = await r.read()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": raw})
+
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+        proxy_headers=False,
+        server_header=False,
+    )
 
 
-def send_request(task_id: str) -> dict[str, Any]:
+# ---- the load generator -------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A local port free right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of ``pid`` and its live children, in seconds."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry.name) == pid or int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / TICKS
+    return total
+
+
+def send_request(task_id: str) -> bytes:
     """The 1.0 follow-up a client would send the agent itself."""
     message = {
-        "messageId": str(uuid.uuid4()),
+        "messageId": uuid.uuid4().hex,
         "role": "ROLE_USER",
         "taskId": task_id,
         "parts": [{"text": "x"}],
     }
-    return {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": "SendMessage",
-            "params": {"message": message}}  # fmt: skip
+    return msgspec.json.encode(
+        {
+            "jsonrpc": "2.0",
+            "id": uuid.uuid4().hex,
+            "method": "SendMessage",
+            "params": {"message": message},
+        }
+    )
 
 
 async def timed(n: int, concurrency: int, call: Call) -> list[float]:
-    """Run ``call`` n times, ``concurrency`` at once; return each latency in seconds.
-
-    ``call`` gets its worker's number, so each worker keeps to its own task.
-    """
+    """Run ``call`` n times, ``concurrency`` at once; return each latency in seconds."""
     latencies: list[float] = []
     queue = iter(range(n))
 
@@ -96,104 +175,222 @@ async def timed(n: int, concurrency: int, call: Call) -> list[float]:
     return latencies
 
 
-def summary(latencies: list[float], wall: float) -> dict[str, float]:
-    """Median, p95 (ms) and throughput (requests/s)."""
-    ordered = sorted(latencies)
-    return {
-        "p50_ms": statistics.median(ordered) * 1000,
-        "p95_ms": ordered[int(len(ordered) * 0.95) - 1] * 1000,
-        "rps": len(ordered) / wall,
-    }
+def percentile(ordered: list[float], q: float) -> float:
+    """The q-quantile of sorted values, in milliseconds."""
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] * 1000
 
 
-async def measure(settings: Settings, n: int, concurrency: int) -> None:
-    """Measure the three paths sequentially and concurrently, then print the ratios."""
-    runner = web.AppRunner(agent_app(), access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    agent_url = f"http://127.0.0.1:{runner.addresses[0][1]}/"
-    statements: list[str] = []
-    gateway = create_app(settings, on_query=lambda record: statements.append(record.query))
-    token = mint_token(settings.jwt_secret, "bench@example.com", ["*"])
-    try:
-        async with (
-            aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http,
-            aiohttp.ClientSession() as upstream,
-            serve_in_loop(gateway) as base,
-            serve_in_loop(proxy_app(agent_url, upstream)) as proxy,
-        ):
-            reg = {"name": "bench", "endpointUrl": agent_url, "protocolVersion": "1.0"}
-            async with http.post(base + "/v1/a2a/agents", json=reg) as r:
-                agent_id = (await r.json())["id"]
-            tasks: list[str] = []
-            for _ in range(concurrency):
-                start_url = f"{base}/v1/a2a/{agent_id}/messages"
-                async with http.post(start_url, json={"text": "hi"}) as r:
-                    tasks.append((await r.json())["result"]["task"]["id"])
+async def wait_listening(
+    url: str, session: aiohttp.ClientSession, proc: subprocess.Popen[Any]
+) -> None:
+    """Wait until ``url`` answers (any status) or its process dies."""
+    for _ in range(600):
+        if proc.poll() is not None:
+            raise RuntimeError(f"{url} exited with {proc.returncode}")
+        try:
+            async with session.get(url) as r:
+                await r.read()
+                return
+        except aiohttp.ClientError:
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"{url} did not start")
 
-            def post_to(url: str) -> Call:
-                async def call(worker: int) -> None:
-                    async with http.post(url, json=send_request(tasks[worker])) as r:
-                        await r.read()
 
-                return call
+async def measure(
+    urls: dict[str, str], gateway_pid: int, token: str, n: int, warmup: int, procs: list[Any]
+) -> list[dict[str, Any]]:
+    proxy_pid = procs[2].pid
+    """Run every path at each concurrency; return one row per measurement."""
+    auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    plain = {"Content-Type": "application/json"}
+    connector = aiohttp.TCPConnector(limit=64)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        await wait_listening(urls["gateway"] + "/healthz", http, procs[1])
+        await wait_listening(urls["proxy"] + "/", http, procs[2])
+        reg = {"name": "bench", "endpointUrl": urls["agent"] + "/", "protocolVersion": "1.0"}
+        async with http.post(urls["gateway"] + "/v1/a2a/agents", json=reg, headers=auth) as r:
+            assert r.status == 201, await r.text()
+            agent_id = (await r.json())["id"]
+        start_url = f"{urls['gateway']}/v1/a2a/{agent_id}/messages"
+        tasks: list[str] = []
+        for _ in range(max(CONCURRENCY)):
+            async with http.post(start_url, data=b'{"text":"hi"}', headers=auth) as r:
+                tasks.append((await r.json())["result"]["task"]["id"])
+        follow = [f"{urls['gateway']}/v1/a2a/{agent_id}/tasks/{t}/messages" for t in tasks]
+        direct = [send_request(t) for t in tasks]
 
-            async def follow_up(worker: int) -> None:
-                url = f"{base}/v1/a2a/{agent_id}/tasks/{tasks[worker]}/messages"
-                async with http.post(url, json={"text": "x"}) as r:
-                    assert r.status == 200, await r.text()
+        def post(url: str, body: bytes, headers: dict[str, str]) -> Awaitable[None]:
+            async def go() -> None:
+                async with http.post(url, data=body, headers=headers) as r:
                     await r.read()
+                    if r.status != 200:
+                        raise RuntimeError(f"{url}: {r.status} {await r.text()}")
 
-            paths = {"direct": post_to(agent_url), "proxy": post_to(proxy), "gateway": follow_up}
-            for call in paths.values():
-                await timed(50, concurrency, call)  # warm every path
-            rows: dict[tuple[str, int], dict[str, float]] = {}
-            for c in (1, concurrency):
-                for name, call in paths.items():
-                    statements.clear()
-                    start = time.perf_counter()
-                    latencies = await timed(n, c, call)
-                    rows[name, c] = summary(latencies, time.perf_counter() - start)
-                    if name == "gateway":
-                        rows[name, c]["statements_per_request"] = len(statements) / n
-    finally:
-        await runner.cleanup()
-    report(rows, concurrency)
+            return go()
+
+        paths: dict[str, Call] = {
+            "direct": lambda w: post(urls["agent"] + "/", direct[w], plain),
+            "proxy": lambda w: post(urls["proxy"] + "/", direct[w], plain),
+            "follow-up": lambda w: post(follow[w], b'{"text":"x"}', auth),
+            "start": lambda w: post(start_url, b'{"text":"hi"}', auth),
+        }
+        rows = []
+        only = os.environ.get("A2AC_BENCH_ONLY")  # e.g. "follow-up:16" while profiling
+        for c in CONCURRENCY:
+            for name, call in paths.items():
+                if only and only != f"{name}:{c}":
+                    continue
+                await timed(warmup, c, call)
+                pid = proxy_pid if name == "proxy" else gateway_pid
+                cpu = cpu_seconds(pid)
+                began = time.perf_counter()
+                latencies = sorted(await timed(n, c, call))
+                wall = time.perf_counter() - began
+                cpu = cpu_seconds(pid) - cpu
+                rows.append(
+                    {
+                        "path": name,
+                        "c": c,
+                        "rps": n / wall,
+                        "p50": percentile(latencies, 0.50),
+                        "p99": percentile(latencies, 0.99),
+                        "cpu": cpu * 1000 / n if name != "direct" else None,
+                    }
+                )
+                print(_line(rows[-1]), flush=True)
+        return rows
 
 
-def report(rows: dict[tuple[str, int], dict[str, float]], concurrency: int) -> None:
-    """Print each measurement and the gateway's ratios to the baselines."""
-    for (name, c), row in rows.items():
-        label = f"{name}, {'sequential' if c == 1 else f'{c} at once'}"
-        print(f"{label:24s} " + "  ".join(f"{k}={v:.2f}" for k, v in row.items()))
+def _line(row: dict[str, Any]) -> str:
+    cpu = f"{row['cpu']:6.3f}" if row["cpu"] is not None else "     -"
+    return (
+        f"| {row['path']:9s} | {row['c']:2d} | {row['rps']:7.0f} | {row['p50']:6.3f} "
+        f"| {row['p99']:6.3f} | {cpu} |"
+    )
+
+
+def report(rows: list[dict[str, Any]]) -> None:
+    """Print the ratios the targets are stated in."""
+    by = {(r["path"], r["c"]): r for r in rows}
+    gap = by["follow-up", 1]["p50"] - by["direct", 1]["p50"]
+    share = by["follow-up", 16]["rps"] / by["proxy", 16]["rps"]
+    cpu = by["follow-up", 16]["cpu"]
+    proxy_gap = by["proxy", 1]["p50"] - by["direct", 1]["p50"]
     print()
-    for base in ("direct", "proxy"):
-        latency = rows["gateway", 1]["p50_ms"] / rows[base, 1]["p50_ms"]
-        rps = rows["gateway", concurrency]["rps"] / rows[base, concurrency]["rps"]
-        print(
-            f"gateway/{base}: p50 latency x{latency:.2f} (sequential), "
-            f"throughput x{rps:.2f} ({concurrency} at once)"
-        )
+    print(f"follow-up p50 - direct p50, c=1:     {gap:+.3f} ms (target <= +0.8)")
+    print(f"proxy p50 - direct p50, c=1:         {proxy_gap:+.3f} ms")
+    print(f"follow-up / proxy throughput, c=16:  x{share:.2f} (target >= x0.45)")
+    print(f"gateway CPU per follow-up, c=16:     {cpu:.3f} ms (target <= 0.3)")
+    print(f"gateway CPU per follow-up, c=1:      {by['follow-up', 1]['cpu']:.3f} ms")
+    print(f"gateway CPU per start, c=16:         {by['start', 16]['cpu']:.3f} ms")
+    print(f"proxy CPU per request, c=16:         {by['proxy', 16]['cpu']:.3f} ms")
+
+
+# ---- orchestration ------------------------------------------------------------------------
+
+
+@contextmanager
+def database() -> Iterator[str]:
+    """A2AC_DATABASE_URL, or an embedded server in a temporary directory."""
+    given = os.environ.get("A2AC_DATABASE_URL")
+    if given:
+        yield given
+        return
+    from a2a_continue.embedded import embedded_database
+
+    with (
+        tempfile.TemporaryDirectory(prefix="a2ac-bench-") as tmp,
+        embedded_database(Path(tmp)) as url,
+    ):
+        yield url
+
+
+@contextmanager
+def process(args: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[Any]]:
+    """Run a child for the block, its output to ``log``; SIGTERM it after."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def main() -> None:
-    """Parse the arguments, get a database, run the measurement."""
+    """Start the agent, the gateway and the proxy; measure; print the table and ratios."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--requests", type=int, default=300)
-    parser.add_argument("--concurrency", type=int, default=20)
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=1, help="gateway processes")
+    parser.add_argument("--quick", action="store_true", help="200 requests, 50 to warm up")
+    parser.add_argument("--role", choices=["agent", "proxy"], help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--agent-url", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    with ExitStack() as stack:
-        url = load_settings().database_url
-        if not url:
-            from a2a_continue.embedded import embedded_database
+    if args.role == "agent":
+        return run_agent(args.port)
+    if args.role == "proxy":
+        return run_proxy(args.port, args.agent_url)
+    if args.quick:
+        args.requests, args.warmup = 200, 50
 
-            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="a2ac-bench-"))
-            url = stack.enter_context(embedded_database(Path(tmp)))
+    sys.path.insert(0, str(ROOT))
+    from a2a_continue.auth import mint_token
+    from a2a_continue.db import migrate_url
+    from a2a_continue.secrets import new_key
+
+    ports = {name: free_port() for name in ("agent", "gateway", "proxy")}
+    urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+    secret = new_key() + new_key()
+    me = [sys.executable, __file__]
+    with ExitStack() as stack:
+        url = stack.enter_context(database())
         asyncio.run(migrate_url(url))
-        settings = Settings(
-            database_url=url, jwt_secret=new_key(), encryption_key=new_key(), pool_size=10
+        logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="a2ac-bench-logs-")))
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "A2AC_DATABASE_URL": url,
+            "A2AC_JWT_SECRET": secret,
+            "A2AC_ENCRYPTION_KEY": new_key(),
+            "A2AC_WORKERS": str(args.workers),
+            "A2AC_HOST": "127.0.0.1",
+            "A2AC_PORT": str(ports["gateway"]),
+        }
+        agent = stack.enter_context(
+            process([*me, "--role", "agent", "--port", str(ports["agent"])], env, logs / "agent")
         )
-        asyncio.run(measure(settings, args.requests, args.concurrency))
+        gateway = stack.enter_context(
+            process([sys.executable, "-m", "a2a_continue", "serve"], env, logs / "gateway")
+        )
+        proxy_args = [
+            "--role",
+            "proxy",
+            "--port",
+            str(ports["proxy"]),
+            "--agent-url",
+            urls["agent"] + "/",
+        ]
+        proxy = stack.enter_context(process([*me, *proxy_args], env, logs / "proxy"))
+        token = mint_token(secret, "bench@example.com", ["*"])
+        print(f"gateway pid {gateway.pid}", file=sys.stderr, flush=True)
+        print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}, {os.cpu_count()} cores, "
+              f"{args.requests} requests per point, gateway workers: {args.workers}")  # fmt: skip
+        print("| path      |  c |   req/s | p50 ms | p99 ms | CPU ms/req |")
+        print("|---|---|---|---|---|---|")
+        import uvloop
+
+        rows = uvloop.run(
+            measure(urls, gateway.pid, token, args.requests, args.warmup, [agent, gateway, proxy])
+        )
+        if not os.environ.get("A2AC_BENCH_ONLY"):
+            report(rows)
 
 
 if __name__ == "__main__":

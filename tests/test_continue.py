@@ -872,7 +872,7 @@ async def test_continue_records_redirected_task_for_the_caller(
 # ---- round trips --------------------------------------------------------------------------
 
 
-async def test_continue_happy_path_takes_at_most_three_round_trips(
+async def test_continue_happy_path_takes_two_statements_claim_then_outcome_with_event(
     settings: Settings, db: asyncpg.Connection, fake_agent: StartFake
 ) -> None:
     queries: list[str] = []
@@ -890,4 +890,4 @@ async def test_continue_happy_path_takes_at_most_three_round_trips(
         counted = list(queries)
 
     assert r.status == 200, r.raw
-    assert len(counted) <= 3, counted
+    assert len(counted) == 2, counted

@@ -43,6 +43,7 @@ from tests.test_continue import (
     task_body,
 )
 from tests.test_continue_concurrency import GatewayProcess, HeldAgent, two_gateways
+from tests.test_metrics import moved, scrape
 
 JSON = dict[str, Any]
 
@@ -1064,3 +1065,14 @@ def test_api_description_names_the_key_on_start_continue_and_cancel() -> None:
     text = msgspec.json.encode(document).decode()
     for slug in ("reused", "in-flight", "streamed"):
         assert f"{PROBLEM}idempotency-key-{slug}" in text
+
+
+async def test_replays_are_counted(client: Client, fake_agent: StartFake) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    before = await scrape(client)
+
+    for _ in range(3):
+        r = await client.call("POST", start_path(agent), {"text": "hi"}, headers=keyed("k"))
+        assert r.status == 200
+
+    assert moved(before, await scrape(client), "a2ac_idempotent_replays_total") == 2

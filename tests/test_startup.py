@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -155,8 +156,9 @@ def test_help_text_has_no_raw_markup(command: tuple[str, ...]) -> None:
 
 def test_serve_help_documents_host_and_port() -> None:
     done = run_cli("serve", "--help", env=clean_env())
-    assert "--host HOST  address to listen on" in done.stdout
-    assert "--port PORT  port to listen on" in done.stdout
+    assert re.search(r"--host HOST +address to listen on", done.stdout)
+    assert re.search(r"--port PORT +port to listen on", done.stdout)
+    assert re.search(r"--workers WORKERS +processes serving the port", done.stdout)
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
+from a2a_continue import metrics
 from a2a_continue.errors import AppError
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ class Slot:
         if self._streams is not None:
             self._streams.open -= 1
             self._streams = None
+            metrics.sse_stream(-1)
 
 
 class Streams:
@@ -48,6 +50,7 @@ class Streams:
         if self.open >= self.limit:
             raise TooManyStreams(self.limit)
         self.open += 1
+        metrics.sse_stream(1)
         return Slot(self)
 
     def spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
