@@ -13,7 +13,6 @@ import msgspec
 from starlette.types import Scope
 
 from a2a_continue.errors import Forbidden, Unauthorized
-from a2a_continue.limits import has_nul
 
 # Every shipped route and the permission it needs. A route missing here is denied.
 PERMISSIONS: dict[tuple[str, str], str] = {
@@ -66,61 +65,6 @@ class Caller(msgspec.Struct, frozen=True, kw_only=True):
     def scope_args(self) -> tuple[str, list[str], bool]:
         """Return the values bound to $1, $2, $3 of every scoped query."""
         return self.sub, list(self.teams), self.is_admin
-
-
-class _Claims(msgspec.Struct, kw_only=True):
-    sub: str
-    exp: float
-    permissions: list[str] = []
-    teams: list[str] = []
-    is_admin: bool = False
-    jti: str | None = None
-
-
-def caller_from_token(token: str, secret: str) -> Caller:
-    """Verify an HS256 token and return its caller; raise Unauthorized otherwise."""
-    try:
-        claims = jwt.decode(
-            token, secret, algorithms=["HS256"], options={"require": ["exp", "sub"]}
-        )
-        parsed = msgspec.convert(claims, _Claims)
-    except jwt.ExpiredSignatureError:
-        raise Unauthorized("the token has expired") from None
-    except jwt.InvalidSignatureError:
-        raise Unauthorized("the token signature is invalid") from None
-    except (jwt.InvalidTokenError, msgspec.ValidationError) as exc:
-        raise Unauthorized(f"the token is invalid: {exc}") from None
-    if not parsed.sub:
-        raise Unauthorized("the token is invalid: sub is empty")
-    if has_nul(parsed.sub, *parsed.teams):
-        raise Unauthorized("the token is invalid: sub and teams must not contain U+0000")
-    return Caller(
-        sub=parsed.sub,
-        permissions=frozenset(parsed.permissions),
-        teams=tuple(parsed.teams),
-        is_admin=parsed.is_admin,
-        expires_at=parsed.exp,
-    )
-
-
-class VerifiedTokens:
-    """Tokens already verified, kept until they expire, so each signature is checked once."""
-
-    def __init__(self, secret: str, size: int = 4096) -> None:
-        self.secret = secret
-        self.size = size
-        self._callers: dict[str, Caller] = {}
-
-    async def caller(self, token: str) -> Caller:
-        """Return the token's caller; raise Unauthorized for a bad or expired token."""
-        known = self._callers.get(token)
-        if known is not None and known.expires_at > time.time():
-            return known
-        caller = caller_from_token(token, self.secret)
-        if len(self._callers) >= self.size:
-            self._callers.clear()
-        self._callers[token] = caller
-        return caller
 
 
 def mint_token(

@@ -101,6 +101,10 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("GET", "/openapi.json"): Operation("This document", answer="the OpenAPI document"),
     ("GET", "/docs"): Operation("A page rendering this document", answer="text/html"),
     ("GET", "/docs/{asset}"): Operation("The docs page's assets", answer="a file", problems=(404,)),
+    ("GET", "/metrics"): Operation(
+        "Prometheus metrics (text exposition format; every worker's under --workers)",
+        answer="text/plain",
+    ),
     ("POST", "/v1/a2a/agents"): Operation(
         "Register an agent (by endpoint, or from its agent card with `cardUrl`)",
         body=AgentCreate,
@@ -258,8 +262,8 @@ def _answer(op: Operation, ref: dict[type, JSON]) -> JSON:
     if isinstance(op.answer, type):
         answer["description"] = op.answer.__doc__ or op.answer.__name__
         answer["content"] = {"application/json": {"schema": ref[op.answer]}}
-    elif op.answer == "text/html":
-        answer["content"] = {"text/html": {"schema": {"type": "string"}}}
+    elif isinstance(op.answer, str) and op.answer.startswith("text/"):
+        answer["content"] = {op.answer: {"schema": {"type": "string"}}}
     elif isinstance(op.answer, str):
         answer["description"] = op.answer
         answer["content"] = {"application/json": {"schema": {"type": "object"}}}
