@@ -17,6 +17,7 @@ from a2a_continue.claims import sweeping_claims
 from a2a_continue.db import HeldConnections, QueryLogger, create_pool
 from a2a_continue.facade import handlers as facade
 from a2a_continue.gateway import Gateway
+from a2a_continue.idempotency import start_sweeper, stop_sweeper
 from a2a_continue.isolation import agent_session
 from a2a_continue.live.hub import Hub
 from a2a_continue.live.streams import Streams
@@ -75,6 +76,7 @@ def create_app(
         pool = await create_pool(
             database_url, settings.pool_size, on_query, timeout_s=settings.db_timeout_s
         )
+        sweeper = start_sweeper(pool, settings.idempotency_sweep_s)
         session = agent_session(settings)
         hub = Hub(database_url, listen=settings.listen)
         streams = Streams(settings.max_streams)
@@ -89,6 +91,7 @@ def create_app(
                 yield {"gateway": gateway}
         finally:
             await watcher.stop()
+            await stop_sweeper(sweeper)
             gauges.cancel()
             await streams.close()
             await hub.stop()

@@ -22,6 +22,7 @@ from a2a_continue.errors import (
     TaskTerminal,
 )
 from a2a_continue.gateway import Gateway
+from a2a_continue.idempotency import KeySlot, key_cte
 from a2a_continue.live.handover import after_send, returns_immediately
 from a2a_continue.models import ContinueBody, Message, check_send_body
 from a2a_continue.outbound import Forwarded, check_role, exchange, outgoing_message, send_payload
@@ -36,8 +37,10 @@ log = logging.getLogger(__name__)
 # The row is locked while it is read, so the claim seen expired is the one replaced.
 # A task under a live watch lease is refused too: the agent is still working on the last
 # message (the watcher follows it until it settles).
+# A follow-up with an Idempotency-Key ($11, NULL without one) takes its key first, here too,
+# and claims the task only when the key is its own: a retry finds the key, not a busy task.
 CLAIM_TASK = f"""
-WITH target AS (
+WITH {key_cte(caller="$1", agent="$4", request="$11")}, target AS (
     SELECT t.id AS row_id, t.task_id, t.state, t.context_id, t.team_id, a.id AS agent_id,
            a.endpoint_url, a.protocol_version, a.auth_sealed, a.timeout_seconds, a.capabilities,
            t.claim_expires_at AS expired_at
@@ -55,14 +58,20 @@ WITH target AS (
       AND ($7::text IS NULL OR t.context_id = $7)
       AND (t.claim_expires_at IS NULL OR t.claim_expires_at < now())
       AND (t.watch_expires_at IS NULL OR t.watch_expires_at < now())
+      AND ($11::jsonb IS NULL OR EXISTS (SELECT 1 FROM idem WHERE idem.key_mine))
     RETURNING t.id, t.state, t.last_seq, target.expired_at
 ), expired AS (
     INSERT INTO a2a_task_events (task, seq, type, previous_state, new_state, actor, data)
     SELECT id, last_seq, 'task_continue_failed', state, state, $10, {EXPIRED_DATA}
     FROM claimed WHERE expired_at IS NOT NULL
 )
-SELECT target.*, claimed.id IS NOT NULL AS claimed, COALESCE(claimed.state, target.state) AS now
-FROM target LEFT JOIN claimed ON claimed.id = target.row_id
+SELECT target.*, claimed.id IS NOT NULL AS claimed, COALESCE(claimed.state, target.state) AS now,
+       idem.*
+FROM (SELECT) AS one
+LEFT JOIN target ON true
+LEFT JOIN claimed ON claimed.id = target.row_id
+LEFT JOIN idem ON true
+WHERE target.row_id IS NOT NULL OR idem.key_mine IS NOT NULL
 """
 
 # Extend a claim still held (a streamed follow-up holds it for the whole stream).
@@ -108,8 +117,10 @@ async def claim_task(
     task_id: str,
     client_context: str | None,
     claim: uuid.UUID,
+    key: KeySlot | None = None,
 ) -> Record:
-    """Find the visible task and claim it; raise 404, 400 or 409 otherwise."""
+    """Find the visible task and claim it (with ``key``: first take the key); raise 404, 400
+    or 409 otherwise."""
     async with gw.connection() as conn:
         row = await conn.fetchrow(
             CLAIM_TASK,
@@ -121,8 +132,11 @@ async def claim_task(
             gw.settings.agent_timeout_s,
             gw.settings.claim_margin_s,
             SYSTEM_ACTOR,
+            key.param() if key is not None else None,
         )
-    if row is None:
+    if key is not None:
+        key.settle(row)
+    if row is None or row["row_id"] is None:
         raise NotFound(f"task {task_id} not found")
     if not row["claimed"]:
         error = refusal(row, client_context)
@@ -265,23 +279,34 @@ class FollowUp:
 
 
 async def begin_follow_up(
-    gw: Gateway, caller: Caller, agent_id: uuid.UUID, task_id: str, body: ContinueBody
+    gw: Gateway,
+    caller: Caller,
+    agent_id: uuid.UUID,
+    task_id: str,
+    body: ContinueBody,
+    key: KeySlot | None = None,
 ) -> FollowUp:
-    """Check the body and the gateway-owned fields, then claim the task (400/404/409/422)."""
+    """Check the body and the gateway-owned fields, then claim the task (400/404/409/422);
+    with ``key``, take the Idempotency-Key in the same statement."""
     check_send_body(body)
     check_role(body.message)
     check_owned_ids(body.message, task_id)
     client_context = body.message.context_id if body.message else None
     claim = uuid.uuid4()
-    row = await claim_task(gw, caller, agent_id, task_id, client_context, claim)
+    row = await claim_task(gw, caller, agent_id, task_id, client_context, claim, key)
     return FollowUp(gw, caller, row, claim)
 
 
 async def continue_task(
-    gw: Gateway, caller: Caller, agent_id: uuid.UUID, task_id: str, body: ContinueBody
+    gw: Gateway,
+    caller: Caller,
+    agent_id: uuid.UUID,
+    task_id: str,
+    body: ContinueBody,
+    key: KeySlot | None = None,
 ) -> Forwarded:
     """Send a follow-up to a task, one at a time, and record what came of it."""
-    follow_up = await begin_follow_up(gw, caller, agent_id, task_id, body)
+    follow_up = await begin_follow_up(gw, caller, agent_id, task_id, body, key)
     return await send_follow_up(gw, follow_up, body)
 
 

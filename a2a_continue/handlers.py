@@ -8,7 +8,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from a2a_continue import agents, cards, continuation, invoke, tasks
+from a2a_continue import agents, cards, continuation, idempotency, invoke, tasks
 from a2a_continue.auth import Caller
 from a2a_continue.errors import PayloadTooLarge
 from a2a_continue.gateway import Gateway
@@ -145,12 +145,18 @@ async def delete_agent(request: Request) -> Response:
 
 async def start_task(request: Request) -> Response:
     """Send a first message to an agent."""
-    body = decode_body(await read_body(request), StartBody)
+    raw = await read_body(request)
+    body = decode_body(raw, StartBody)
     gw, caller, agent_id = _gateway(request), _caller(request), _agent_id(request)
-    if sse.wants_stream(request):
-        return await sse.relay_response(gw, lambda: relay.stream_start(gw, caller, agent_id, body))
-    result = await invoke.start_task(gw, caller, agent_id, body)
-    return forwarded(result)
+    async with idempotency.for_request(request, raw, "start") as slot:
+        if sse.wants_stream(request):
+            return slot.keep(
+                await sse.relay_response(
+                    gw, lambda: relay.stream_start(gw, caller, agent_id, body, key=slot)
+                )
+            )
+        result = await invoke.start_task(gw, caller, agent_id, body)
+        return slot.keep(forwarded(result))
 
 
 async def list_tasks(request: Request) -> Response:
@@ -198,15 +204,20 @@ async def list_events(request: Request) -> Response:
 
 async def continue_task(request: Request) -> Response:
     """Send a follow-up message to a task."""
-    body = decode_body(await read_body(request), ContinueBody)
+    raw = await read_body(request)
+    body = decode_body(raw, ContinueBody)
     gw, caller, agent_id = _gateway(request), _caller(request), _agent_id(request)
     task_id = request.path_params["task_id"]
-    if sse.wants_stream(request):
-        return await sse.relay_response(
-            gw, lambda: relay.stream_follow_up(gw, caller, agent_id, task_id, body)
-        )
-    result = await continuation.continue_task(gw, caller, agent_id, task_id, body)
-    return forwarded(result)
+    async with idempotency.for_request(request, raw, "continue", with_claim=True) as slot:
+        if sse.wants_stream(request):
+            return slot.keep(
+                await sse.relay_response(
+                    gw,
+                    lambda: relay.stream_follow_up(gw, caller, agent_id, task_id, body, key=slot),
+                )
+            )
+        result = await continuation.continue_task(gw, caller, agent_id, task_id, body, key=slot)
+        return slot.keep(forwarded(result))
 
 
 async def cancel_task(request: Request) -> Response:
@@ -214,7 +225,8 @@ async def cancel_task(request: Request) -> Response:
     raw = await read_body(request)
     if raw.strip():
         decode_body(raw, CancelBody)
-    task = await invoke.cancel_task(
-        _gateway(request), _caller(request), _agent_id(request), request.path_params["task_id"]
-    )
-    return json_response(task)
+    async with idempotency.for_request(request, raw, "cancel") as slot:
+        task = await invoke.cancel_task(
+            _gateway(request), _caller(request), _agent_id(request), request.path_params["task_id"]
+        )
+        return slot.keep(json_response(task))

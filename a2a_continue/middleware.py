@@ -32,6 +32,7 @@ from a2a_continue.errors import (
     ShuttingDown,
     problem_response,
 )
+from a2a_continue.idempotency import Replayed
 from a2a_continue.logs import RequestLog
 from a2a_continue.metrics import UNMATCHED, HttpSeries
 from a2a_continue.paths import refused_text, routing_path
@@ -236,6 +237,8 @@ class Edge:
             if "agent_id" in params:
                 telemetry.note_task(params["agent_id"], params.get("task_id"))
             await entry.serve(scope, receive, tracked)
+        except Replayed as replay:
+            await replay.response(scope, receive, tracked)  # the kept answer of a repeated key
         except asyncio.CancelledError:
             # Only a stopping server cancels a request (past its drain time): the handler
             # has released what it held; tell the caller to retry rather than drop it.

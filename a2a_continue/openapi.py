@@ -76,6 +76,7 @@ class Operation:
     problems: tuple[int, ...] = ()
     task_state: bool = False
     sse: str | None = None  # what the route streams with ``Accept: text/event-stream``
+    idempotent: bool = False  # takes an ``Idempotency-Key`` (SPEC §10)
 
 
 _LIMIT = Param("limit", "page size", {"type": "integer", "minimum": 1, "maximum": 200})
@@ -136,6 +137,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         problems=(400, 403, 404, 413, 422, *_AGENT, _DB),
         task_state=True,
         sse=_RELAY,
+        idempotent=True,
     ),
     ("GET", "/v1/a2a/{agent_id}/tasks"): Operation(
         "List the caller's tasks of one agent, newest first",
@@ -173,6 +175,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         problems=(400, 404, 409, 413, 422, *_AGENT, _DB),
         task_state=True,
         sse=_RELAY,
+        idempotent=True,
     ),
     ("POST", TASK + "/cancel"): Operation(
         "Cancel a task",
@@ -180,7 +183,22 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         body_optional=True,
         answer=TaskOut,
         problems=(404, 409, 413, 422, *_AGENT, _DB),
+        idempotent=True,
     ),
+}
+
+# The header of a safe retry, and what marks its replayed answer.
+_KEY_PARAM: JSON = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "1 to 255 printable ASCII characters, per caller: a retry with the same key"
+    " and the same request gets the kept answer again instead of reaching the agent",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[ -~]+$"},
+}
+_REPLAYED_HEADER: JSON = {
+    "description": "`true` on an answer replayed for a repeated Idempotency-Key",
+    "schema": {"type": "string", "enum": ["true"]},
 }
 
 # What the handlers check beyond the types, where JSON Schema can say it.
@@ -266,6 +284,8 @@ def _answer(op: Operation, ref: dict[type, JSON]) -> JSON:
                 "schema": {"type": "string"},
             }
         }
+    if op.idempotent:
+        answer.setdefault("headers", {})["Idempotent-Replayed"] = _REPLAYED_HEADER
     return answer
 
 
@@ -311,6 +331,9 @@ def _operation(
             "content": {"application/json": {"schema": ref[op.body]}},
         }
     codes = set(op.problems) | ({401, 403} if not public else set())
+    if op.idempotent:
+        result["parameters"].append(_KEY_PARAM)
+        codes |= {409, 422}  # a key in flight, streamed, reused or malformed
     if op.body is not None:
         codes |= {408, 413, 422}  # a body that arrives too slowly, too large, or invalid
     for status in sorted(codes):

@@ -39,6 +39,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     watch_pickup_s: float = 5.0
     watch_poll_base_s: float = 1.0
     watch_poll_max_s: float = 30.0
+    idempotency_ttl_s: float = 86400.0
+    idempotency_sweep_s: float = 300.0
     workers: int = 1
     drain_s: float = 30.0
     log_format: str = "text"
@@ -140,6 +142,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         watch_pickup_s=_number(env, "A2AC_WATCH_PICKUP_S", 5.0),
         watch_poll_base_s=_number(env, "A2AC_WATCH_POLL_BASE_S", 1.0),
         watch_poll_max_s=_number(env, "A2AC_WATCH_POLL_MAX_S", 30.0),
+        idempotency_ttl_s=_number(env, "A2AC_IDEMPOTENCY_TTL_S", 86400.0),
+        idempotency_sweep_s=_number(env, "A2AC_IDEMPOTENCY_SWEEP_S", 300.0),
         workers=_integer(env, "A2AC_WORKERS", 1, high=256),
         drain_s=_number(env, "A2AC_DRAIN_S", 30.0),
         log_format=_choice(env, "A2AC_LOG_FORMAT", ("text", "json")),

@@ -15,6 +15,7 @@ from a2a_continue.errors import (
     PayloadTooLarge,
     TaskTerminal,
 )
+from a2a_continue.idempotency import InvalidKey, KeyReused, KeyStreamed
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -104,6 +105,10 @@ def from_app_error(error: AppError, method: str, version: str) -> RpcError:
         return RpcError(TASK_NOT_CANCELABLE, error.detail, **members)
     if isinstance(error, NotFound):
         return RpcError(TASK_NOT_FOUND, error.detail, **members)
+    if isinstance(error, KeyReused | InvalidKey):
+        return RpcError(INVALID_PARAMS, error.detail, **members)
+    if isinstance(error, KeyStreamed):  # where the streamed answer can be read: its events
+        return RpcError(INTERNAL_ERROR, error.detail, **members, **error.extra)
     if isinstance(error, Invalid):
         return RpcError(INVALID_PARAMS, error.detail, errors=error.extra["errors"], **members)
     if isinstance(error, BadRequest):

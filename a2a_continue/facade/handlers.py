@@ -9,7 +9,7 @@ from starlette.responses import Response
 
 from a2a_continue.auth import Caller
 from a2a_continue.errors import PayloadTooLarge
-from a2a_continue.facade import rpc
+from a2a_continue.facade import keys, rpc
 from a2a_continue.facade.card import card_for
 from a2a_continue.facade.errors import INVALID_REQUEST
 from a2a_continue.facade.methods import Call
@@ -47,12 +47,7 @@ async def agent_card(request: Request) -> Response:
 
 def idempotency_key(request: Request, parsed: rpc.RpcRequest) -> str | None:
     """The key a retried send is known by: the Idempotency-Key header, else the messageId."""
-    header = request.headers.get("Idempotency-Key")
-    if header:
-        return header
-    message = parsed.params.get("message")
-    message_id = message.get("messageId") if isinstance(message, dict) else None
-    return message_id if isinstance(message_id, str) and message_id else None
+    return keys.key_of(request.headers.get("Idempotency-Key"), parsed.params)
 
 
 async def agent_rpc(request: Request) -> Response:

@@ -12,15 +12,17 @@ import msgspec
 from a2a_continue import continuation, invoke, protocol
 from a2a_continue.agents import target_of
 from a2a_continue.auth import TASK_VISIBLE, Caller
-from a2a_continue.errors import AgentBadAnswer, Invalid
-from a2a_continue.facade import translate
+from a2a_continue.errors import AgentBadAnswer, Invalid, NotCancelable
+from a2a_continue.facade import keys, translate
 from a2a_continue.facade.errors import (
+    CANCEL_METHODS,
     INVALID_PARAMS,
     PUSH_NOT_SUPPORTED,
     RpcError,
     from_agent_error,
 )
 from a2a_continue.gateway import Gateway
+from a2a_continue.handlers import forwarded, json_response
 from a2a_continue.live.updates import record_update, update_from_task
 from a2a_continue.models import ContinueBody, StartBody, TaskOut
 from a2a_continue.outbound import exchange
@@ -132,13 +134,25 @@ async def send(call: Call, params: JSON) -> object:
     body = send_body(params)
     assert body.message is not None
     task_id = body.message.task_id
-    if task_id is None:
-        started = await invoke.start_task(call.gw, call.caller, call.agent_id, body)
-        return _answer(started.raw, call.version)
-    continued = await continuation.continue_task(
-        call.gw, call.caller, call.agent_id, task_id, as_continue(body)
-    )
-    return _answer(continued.raw, call.version)
+    async with keys.slot_for(call, params, with_claim=task_id is not None) as slot:
+        if task_id is None:
+            sent = await invoke.start_task(call.gw, call.caller, call.agent_id, body)
+        else:
+            sent = await continuation.continue_task(
+                call.gw, call.caller, call.agent_id, task_id, as_continue(body), key=slot
+            )
+        slot.keep(forwarded(sent))
+    return _answer(sent.raw, call.version)
+
+
+def replayed(call: Call, status: int, raw: bytes) -> object:
+    """A kept answer, for the retrying client (a kept refusal is raised again)."""
+    if call.method in CANCEL_METHODS:
+        if status != 200:
+            detail = msgspec.json.decode(raw).get("detail", "the agent refused to cancel")
+            raise NotCancelable(str(detail))
+        return stored_task(msgspec.json.decode(raw, type=TaskOut), call.version)
+    return _answer(raw, call.version)
 
 
 def as_continue(body: StartBody) -> ContinueBody:
@@ -203,7 +217,10 @@ def stored_task(task: TaskOut, version: str) -> object:
 
 async def cancel(call: Call, params: JSON) -> object:
     """CancelTask / tasks/cancel: the REST cancel, answered as an A2A task."""
-    task = await invoke.cancel_task(call.gw, call.caller, call.agent_id, _task_id(params))
+    task_id = _task_id(params)
+    async with keys.slot_for(call, params) as slot:
+        task = await invoke.cancel_task(call.gw, call.caller, call.agent_id, task_id)
+        slot.keep(json_response(task))
     return stored_task(task, call.version)
 
 

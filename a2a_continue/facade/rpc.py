@@ -23,6 +23,7 @@ from a2a_continue.facade.errors import (
     RpcError,
     from_app_error,
 )
+from a2a_continue.idempotency import REPLAYED, Replayed
 from a2a_continue.limits import MAX_JSON_DEPTH, TooDeep, check_depth, nul_path
 from a2a_continue.protocol import INTERRUPTED_STATES, TERMINAL_STATES
 
@@ -203,9 +204,23 @@ async def dispatch(call: m.Call, spec: MethodSpec, parsed: RpcRequest) -> Respon
     assert spec.run is not None
     try:
         result = await spec.run(call, parsed.params)
+    except Replayed as replay:
+        return _replay(call, parsed, replay.response)
     except Exception as exc:
         return _failure(call, parsed, exc)
     return rpc_response(parsed.rpc_id, result=result)
+
+
+def _replay(call: m.Call, parsed: RpcRequest, kept: Response) -> Response:
+    """Answer a retried send or cancel with its kept answer, marked as a replay."""
+    try:
+        answer = rpc_response(
+            parsed.rpc_id, result=m.replayed(call, kept.status_code, bytes(kept.body))
+        )
+    except Exception as exc:
+        answer = _failure(call, parsed, exc)
+    answer.headers[REPLAYED] = "true"
+    return answer
 
 
 async def _open_stream(call: m.Call, spec: MethodSpec, parsed: RpcRequest) -> Response:

@@ -17,8 +17,8 @@ from sse_starlette import ServerSentEvent
 
 from a2a_continue import protocol
 from a2a_continue.errors import AppError
+from a2a_continue.facade import keys, translate
 from a2a_continue.facade import methods as m
-from a2a_continue.facade import translate
 from a2a_continue.facade.errors import (
     INTERNAL_ERROR,
     UNSUPPORTED_OPERATION,
@@ -110,13 +110,15 @@ async def send_frames(call: m.Call, params: m.JSON) -> AsyncGenerator[Item]:
     body = m.send_body(params)
     assert body.message is not None
     task_id = body.message.task_id
-    if task_id is None:
-        opened = await relay.stream_start(call.gw, call.caller, call.agent_id, body)
-    else:
-        follow_up = m.as_continue(body)
-        opened = await relay.stream_follow_up(
-            call.gw, call.caller, call.agent_id, task_id, follow_up
-        )
+    async with keys.slot_for(call, params, with_claim=task_id is not None) as slot:
+        if task_id is None:
+            opened = await relay.stream_start(call.gw, call.caller, call.agent_id, body, key=slot)
+        else:
+            follow_up = m.as_continue(body)
+            opened = await relay.stream_follow_up(
+                call.gw, call.caller, call.agent_id, task_id, follow_up, key=slot
+            )
+        await slot.mark_streamed(task_id)  # a stream keeps nothing; retries go to the events
     async for item in opened.items():
         yield _relayed(item, call)
 

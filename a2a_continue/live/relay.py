@@ -26,6 +26,7 @@ from a2a_continue.continuation import FollowUp, begin_follow_up, send_follow_up
 from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AppError
 from a2a_continue.gateway import Gateway
+from a2a_continue.idempotency import KeySlot
 from a2a_continue.invoke import Start, begin_start, start_task
 from a2a_continue.live.updates import ERROR, STATUS, Update, parse_frame, record_update
 from a2a_continue.models import ContinueBody, StartBody
@@ -159,9 +160,10 @@ class Recorder:
 class StartRecorder(Recorder):
     """A streamed start: `task_created` as soon as a frame names the task."""
 
-    def __init__(self, start: Start) -> None:
+    def __init__(self, start: Start, key: KeySlot | None = None) -> None:
         super().__init__(start.gw, start.caller, start.message_id)
         self.start = start
+        self.key = key
 
     async def frame(self, update: Update) -> None:
         task = update.task()
@@ -171,6 +173,8 @@ class StartRecorder(Recorder):
         self.frames += 1
         await self.start.store(task)  # 503, or 502 for another caller's task: ends the stream
         self.task_id = task.id
+        if self.key is not None:
+            await self.key.mark_streamed(task.id)  # retries of the key are sent to its events
         async with self.gw.connection() as conn:
             self.row_id = await conn.fetchval(
                 "SELECT id FROM a2a_tasks WHERE agent_id = $1 AND task_id = $2",
@@ -330,19 +334,27 @@ async def _holding_slot(gw: Gateway, agent: uuid.UUID | str, work: Awaitable[Non
         gw.slots.give(agent)
 
 
-async def stream_start(gw: Gateway, caller: Caller, agent_id: uuid.UUID, body: StartBody) -> Relay:
+async def stream_start(
+    gw: Gateway, caller: Caller, agent_id: uuid.UUID, body: StartBody, key: KeySlot | None = None
+) -> Relay:
     """Start a task with a streamed answer; the first failure before any frame is raised."""
     start = await begin_start(gw, caller, agent_id, body)
     if not streams(start.agent):
         return single(await start_task(gw, caller, agent_id, body))
-    return await _open(gw, start.target, start.payload(streaming=True), StartRecorder(start))
+    recorder = StartRecorder(start, key)
+    return await _open(gw, start.target, start.payload(streaming=True), recorder)
 
 
 async def stream_follow_up(
-    gw: Gateway, caller: Caller, agent_id: uuid.UUID, task_id: str, body: ContinueBody
+    gw: Gateway,
+    caller: Caller,
+    agent_id: uuid.UUID,
+    task_id: str,
+    body: ContinueBody,
+    key: KeySlot | None = None,
 ) -> Relay:
     """Continue a task with a streamed answer, under the same claim and refusals as §5."""
-    follow_up = await begin_follow_up(gw, caller, agent_id, task_id, body)
+    follow_up = await begin_follow_up(gw, caller, agent_id, task_id, body, key)
     if not streams(follow_up.row):
         return single(await send_follow_up(gw, follow_up, body))
     try:
