@@ -9,9 +9,9 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
+from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.auth import AGENT_VISIBLE, Caller
 from a2a_continue.db import Conn, Record
-from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import Forbidden, Invalid, NotFound
 from a2a_continue.limits import check_agent_auth
 from a2a_continue.models import AgentAuth, AgentCreate, AgentList, AgentOut, AgentPatch

@@ -12,9 +12,9 @@ import aiohttp
 import msgspec
 from msgspec import UNSET
 
+from a2a_continue.a2a.downstream import auth_headers
 from a2a_continue.agents import visible_agent_row
 from a2a_continue.auth import Caller
-from a2a_continue.downstream import auth_headers
 from a2a_continue.errors import Forbidden, Invalid
 from a2a_continue.gateway import Gateway
 from a2a_continue.models import AgentAuth, AgentCreate, AgentPatch, Capabilities

@@ -187,7 +187,7 @@ def _main(argv: list[str] | None = None) -> int:
     """Run the command line."""
     args = parser().parse_args(argv)
     if args.command == "sample-agent":
-        from a2a_continue.sample_agent import run_sample_agent
+        from a2a_continue.a2a.sample_agent import run_sample_agent
 
         return run_sample_agent(args.host, args.port, args.protocol)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

@@ -6,11 +6,19 @@ import logging
 import uuid
 from typing import Any
 
-from a2a_continue import metrics, protocol
+from a2a_continue import metrics
+from a2a_continue.a2a import protocol
+from a2a_continue.a2a.downstream import AgentTarget
+from a2a_continue.a2a.outbound import (
+    Forwarded,
+    check_role,
+    exchange,
+    outgoing_message,
+    send_payload,
+)
 from a2a_continue.auth import TASK_VISIBLE, Caller
 from a2a_continue.claims import EXPIRED_DATA, SYSTEM_ACTOR
 from a2a_continue.db import Conn, Record
-from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import (
     AgentBadAnswer,
     AgentTimeout,
@@ -25,7 +33,6 @@ from a2a_continue.gateway import Gateway
 from a2a_continue.idempotency import KeySlot, key_cte
 from a2a_continue.live.handover import after_send, returns_immediately
 from a2a_continue.models import ContinueBody, Message, check_send_body
-from a2a_continue.outbound import Forwarded, check_role, exchange, outgoing_message, send_payload
 from a2a_continue.tasks import TERMINAL_SQL, record_new_task, record_outcome
 
 log = logging.getLogger(__name__)

@@ -11,11 +11,11 @@ from typing import Any
 
 import aiohttp
 
+from a2a_continue.a2a.sample_agent import start_sample_agent
 from a2a_continue.app import create_app
 from a2a_continue.auth import mint_token
 from a2a_continue.db import migrate_url
 from a2a_continue.embedded import embedded_database
-from a2a_continue.sample_agent import start_sample_agent
 from a2a_continue.secrets import new_key
 from a2a_continue.serving import serve_in_loop
 from a2a_continue.settings import Settings

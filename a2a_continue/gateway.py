@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import asyncpg
 
+from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.agents import target_of
 from a2a_continue.db import Conn, HeldConnections, Record
-from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import DatabaseUnavailable
 from a2a_continue.isolation import AgentSlots
 from a2a_continue.live.hub import Hub

@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from a2a_continue import agents, cards, continuation, idempotency, invoke, tasks
+from a2a_continue.a2a.outbound import Forwarded
 from a2a_continue.auth import Caller
 from a2a_continue.errors import PayloadTooLarge
 from a2a_continue.gateway import Gateway
@@ -24,7 +25,6 @@ from a2a_continue.models import (
     decode_body,
     encode,
 )
-from a2a_continue.outbound import Forwarded
 
 JSON = "application/json"
 

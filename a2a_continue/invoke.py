@@ -7,11 +7,18 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from a2a_continue import protocol
+from a2a_continue.a2a import protocol
+from a2a_continue.a2a.downstream import AgentTarget
+from a2a_continue.a2a.outbound import (
+    Forwarded,
+    check_role,
+    exchange,
+    outgoing_message,
+    send_payload,
+)
 from a2a_continue.agents import visible_agent_row
 from a2a_continue.auth import Caller
 from a2a_continue.db import Record
-from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import (
     AgentBadAnswer,
     BadRequest,
@@ -23,7 +30,6 @@ from a2a_continue.errors import (
 from a2a_continue.gateway import Gateway
 from a2a_continue.live.handover import after_send, returns_immediately
 from a2a_continue.models import StartBody, TaskOut, check_send_body
-from a2a_continue.outbound import Forwarded, check_role, exchange, outgoing_message, send_payload
 from a2a_continue.tasks import find_task, record_new_task, record_outcome, task_out
 from a2a_continue.telemetry import note_task
 

@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from a2a_continue.a2a.protocol import CANONICAL_STATES, AgentTask, canonical_state
 from a2a_continue.auth import AGENT_VISIBLE, TASK_VISIBLE, Caller
 from a2a_continue.db import Conn, Record
 from a2a_continue.errors import Invalid, NotFound
@@ -17,7 +18,6 @@ from a2a_continue.pagination import (
     int_param,
     limit_param,
 )
-from a2a_continue.protocol import CANONICAL_STATES, AgentTask, canonical_state
 
 TERMINAL_SQL = "('completed', 'canceled', 'failed', 'rejected')"
 

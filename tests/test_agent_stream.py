@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from a2a_continue.agent_stream import Frame, SseReader, stream_rpc
-from a2a_continue.downstream import AgentTarget
+from a2a_continue.a2a.agent_stream import Frame, SseReader, stream_rpc
+from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable
 from a2a_continue.live.updates import ARTIFACT, STATUS, TASK, parse_frame
 from tests.conftest import dead_url

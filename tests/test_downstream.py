@@ -12,7 +12,7 @@ import msgspec
 import pytest
 from aiohttp import web
 
-from a2a_continue.downstream import AgentReply, AgentTarget, post_rpc
+from a2a_continue.a2a.downstream import AgentReply, AgentTarget, post_rpc
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable
 from tests.conftest import FakeAgent, Handler, dead_url
 

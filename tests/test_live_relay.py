@@ -16,7 +16,7 @@ import msgspec
 import pytest
 from aiohttp import web
 
-from a2a_continue.agent_stream import SseReader
+from a2a_continue.a2a.agent_stream import SseReader
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings
 from tests.conftest import Client, Response, register, token

@@ -10,6 +10,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from a2a_continue.a2a.protocol import AgentTask, ProtocolError
 from a2a_continue.live.updates import (
     ARTIFACT,
     ERROR,
@@ -23,7 +24,6 @@ from a2a_continue.live.updates import (
     record_update,
     update_from_task,
 )
-from a2a_continue.protocol import AgentTask, ProtocolError
 from a2a_continue.tasks import EVENTS_CHANNEL, append_event, record_new_task, record_outcome
 
 JSON = dict[str, Any]

@@ -17,8 +17,8 @@ import pytest
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from a2a_continue.a2a.downstream import AgentAddressRefused, AgentTarget, post_rpc
 from a2a_continue.app import create_app
-from a2a_continue.downstream import AgentAddressRefused, AgentTarget, post_rpc
 from a2a_continue.netguard import (
     AddressRefused,
     GuardedResolver,

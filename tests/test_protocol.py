@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from a2a_continue.protocol import (
+from a2a_continue.a2a.protocol import (
     CANONICAL_STATES,
     INTERRUPTED_STATES,
     JSON,

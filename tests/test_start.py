@@ -13,8 +13,8 @@ import msgspec
 import pytest
 from aiohttp import web
 
+from a2a_continue.a2a.protocol import AgentTask
 from a2a_continue.app import create_app
-from a2a_continue.protocol import AgentTask
 from a2a_continue.settings import Settings
 from a2a_continue.tasks import record_new_task
 from tests.conftest import Client, FakeAgent, Handler, dead_url, register, token

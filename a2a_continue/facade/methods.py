@@ -9,7 +9,9 @@ from typing import Any
 
 import msgspec
 
-from a2a_continue import continuation, invoke, protocol
+from a2a_continue import continuation, invoke
+from a2a_continue.a2a import protocol
+from a2a_continue.a2a.outbound import exchange
 from a2a_continue.agents import target_of
 from a2a_continue.auth import TASK_VISIBLE, Caller
 from a2a_continue.errors import AgentBadAnswer, Invalid, NotCancelable
@@ -25,7 +27,6 @@ from a2a_continue.gateway import Gateway
 from a2a_continue.handlers import forwarded, json_response
 from a2a_continue.live.updates import record_update, update_from_task
 from a2a_continue.models import ContinueBody, StartBody, TaskOut
-from a2a_continue.outbound import exchange
 from a2a_continue.tasks import find_task, list_tasks
 
 JSON = dict[str, Any]

@@ -10,6 +10,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from a2a_continue.a2a.protocol import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_continue.errors import AppError, Forbidden
 from a2a_continue.facade import methods as m
 from a2a_continue.facade import streams
@@ -25,7 +26,6 @@ from a2a_continue.facade.errors import (
 )
 from a2a_continue.idempotency import REPLAYED, Replayed
 from a2a_continue.limits import MAX_JSON_DEPTH, TooDeep, check_depth, nul_path
-from a2a_continue.protocol import INTERRUPTED_STATES, TERMINAL_STATES
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,8 @@ from typing import Any
 import msgspec
 from sse_starlette import ServerSentEvent
 
-from a2a_continue import protocol
+from a2a_continue.a2a import protocol
+from a2a_continue.a2a.protocol import TERMINAL_STATES
 from a2a_continue.errors import AppError
 from a2a_continue.facade import keys, translate
 from a2a_continue.facade import methods as m
@@ -31,7 +32,6 @@ from a2a_continue.live.event_stream import EventStream
 from a2a_continue.live.sse import StreamResponse
 from a2a_continue.live.streams import Slot
 from a2a_continue.models import EventOut
-from a2a_continue.protocol import TERMINAL_STATES
 from a2a_continue.tasks import find_task, task_out
 
 log = logging.getLogger(__name__)

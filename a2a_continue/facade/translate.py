@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from a2a_continue import protocol
+from a2a_continue.a2a import protocol
 
 JSON = dict[str, Any]
 

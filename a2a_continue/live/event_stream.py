@@ -11,12 +11,12 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
+from a2a_continue.a2a.protocol import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_continue.auth import TASK_VISIBLE, Caller
 from a2a_continue.errors import Invalid, NotFound
 from a2a_continue.gateway import Gateway
 from a2a_continue.models import EventOut
 from a2a_continue.pagination import int_param
-from a2a_continue.protocol import INTERRUPTED_STATES, TERMINAL_STATES
 
 BATCH = 200
 UNTIL: dict[str, frozenset[str]] = {

@@ -6,7 +6,7 @@ import logging
 import uuid
 from typing import Any
 
-from a2a_continue import protocol
+from a2a_continue.a2a import protocol
 from a2a_continue.gateway import Gateway
 from a2a_continue.live import leases
 from a2a_continue.live.snapshots import status_mark

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from a2a_continue import protocol
+from a2a_continue.a2a import protocol
 from a2a_continue.agents import target_of
 from a2a_continue.auth import Caller
 from a2a_continue.errors import AgentBadAnswer, Invalid

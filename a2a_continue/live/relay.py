@@ -18,19 +18,19 @@ from typing import Any
 
 import msgspec
 
-from a2a_continue import protocol
-from a2a_continue.agent_stream import Frame, stream_rpc
+from a2a_continue.a2a import protocol
+from a2a_continue.a2a.agent_stream import Frame, stream_rpc
+from a2a_continue.a2a.downstream import AgentTarget
+from a2a_continue.a2a.outbound import Forwarded
 from a2a_continue.agents import streams
 from a2a_continue.auth import Caller
 from a2a_continue.continuation import FollowUp, begin_follow_up, send_follow_up
-from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AppError
 from a2a_continue.gateway import Gateway
 from a2a_continue.idempotency import KeySlot
 from a2a_continue.invoke import Start, begin_start, start_task
 from a2a_continue.live.updates import ERROR, STATUS, Update, parse_frame, record_update
 from a2a_continue.models import ContinueBody, StartBody
-from a2a_continue.outbound import Forwarded
 from a2a_continue.tasks import record_outcome
 
 log = logging.getLogger(__name__)

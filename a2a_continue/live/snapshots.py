@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from a2a_continue import protocol
-from a2a_continue.downstream import AgentTarget
+from a2a_continue.a2a import protocol
+from a2a_continue.a2a.downstream import AgentTarget
+from a2a_continue.a2a.outbound import exchange
 from a2a_continue.errors import AgentBadAnswer
 from a2a_continue.gateway import Gateway
 from a2a_continue.live.updates import Update, parse_frame
-from a2a_continue.outbound import exchange
 
 TASK_NOT_FOUND = -32001
 _GET_TASK_METHODS = {"0.3": "tasks/get", "1.0": "GetTask"}

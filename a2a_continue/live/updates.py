@@ -11,10 +11,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from a2a_continue import protocol
+from a2a_continue.a2a import protocol
+from a2a_continue.a2a.protocol import JSON, ProtocolError
 from a2a_continue.db import Conn, Record
 from a2a_continue.errors import NotFound
-from a2a_continue.protocol import JSON, ProtocolError
 from a2a_continue.tasks import EVENTS_CHANNEL, TASK_COLUMNS, TERMINAL_SQL
 
 SOURCES = frozenset({"stream", "subscribe", "poll", "refresh"})

@@ -20,11 +20,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from a2a_continue import metrics, protocol
-from a2a_continue.agent_stream import stream_rpc
+from a2a_continue import metrics
+from a2a_continue.a2a import protocol
+from a2a_continue.a2a.agent_stream import stream_rpc
+from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.agents import streams, target_of
 from a2a_continue.db import Record
-from a2a_continue.downstream import AgentTarget
 from a2a_continue.errors import (
     AgentBadAnswer,
     AgentTimeout,

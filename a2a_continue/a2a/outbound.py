@@ -8,8 +8,9 @@ from typing import Any
 
 import msgspec
 
-from a2a_continue import metrics, protocol
-from a2a_continue.downstream import AgentReply, AgentTarget, post_rpc
+from a2a_continue import metrics
+from a2a_continue.a2a import protocol
+from a2a_continue.a2a.downstream import AgentReply, AgentTarget, post_rpc
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable, BadRequest
 from a2a_continue.gateway import Gateway
 from a2a_continue.models import ContinueBody, Message, Part

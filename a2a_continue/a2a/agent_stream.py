@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from a2a_continue.downstream import AgentAddressRefused, AgentTarget, auth_headers
+from a2a_continue.a2a.downstream import AgentAddressRefused, AgentTarget, auth_headers
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable
 from a2a_continue.limits import MAX_JSON_DEPTH, TooDeep, check_depth
 from a2a_continue.netguard import refused_reason
