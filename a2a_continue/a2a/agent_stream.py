@@ -16,10 +16,8 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from a2a_continue.a2a.downstream import AgentAddressRefused, AgentTarget, auth_headers
+from a2a_continue.a2a.downstream import AgentTarget, call_failed, decode_rpc, no_answer
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable
-from a2a_continue.limits import MAX_JSON_DEPTH, TooDeep, check_depth
-from a2a_continue.netguard import refused_reason
 
 _CHUNK = 64 * 1024
 
@@ -89,22 +87,7 @@ class SseReader:
 
 def decode_frame(raw: bytes, rpc_id: str) -> Frame:
     """Decode one JSON-RPC object of the stream; it must answer our request."""
-    try:
-        check_depth(raw)
-    except TooDeep:
-        raise AgentBadAnswer(
-            f"a frame of the agent's stream nests deeper than {MAX_JSON_DEPTH} levels"
-        ) from None
-    try:
-        body = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        raise AgentBadAnswer("a frame of the agent's stream is not JSON") from None
-    if not isinstance(body, dict):
-        raise AgentBadAnswer("a frame of the agent's stream is not a JSON-RPC object")
-    answered = body.get("id")
-    if answered != rpc_id and not (answered is None and "error" in body):
-        raise AgentBadAnswer("a frame of the agent's stream carries another JSON-RPC id")
-    return Frame(raw, body)
+    return Frame(raw, decode_rpc(raw, rpc_id, "a frame of the agent's stream"))
 
 
 async def _next_chunk(response: aiohttp.ClientResponse, timeout_s: float) -> bytes:
@@ -151,12 +134,7 @@ async def stream_rpc(
     AgentTimeout; a refused connection or a broken stream AgentUnreachable; a non-2xx
     answer, a frame that is not JSON-RPC or one over ``max_bytes`` AgentBadAnswer.
     """
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "text/event-stream",
-        "A2A-Version": target.protocol_version,
-        **auth_headers(target.auth),
-    }
+    headers = {**target.headers, "Accept": "text/event-stream"}
     try:
         async with asyncio.timeout(target.timeout_s):
             response = await session.post(
@@ -168,12 +146,9 @@ async def stream_rpc(
                 timeout=aiohttp.ClientTimeout(total=None),
             )
     except TimeoutError:
-        raise AgentTimeout(f"the agent did not answer within {target.timeout_s:g} s") from None
+        raise no_answer(target) from None
     except aiohttp.ClientError as exc:
-        reason = refused_reason(exc)
-        if reason is not None:
-            raise AgentAddressRefused(f"the agent's address is refused: {reason}") from None
-        raise AgentUnreachable(f"the agent could not be reached ({type(exc).__name__})") from None
+        raise call_failed(exc) from None
     try:
         async for frame in _frames(response, target, payload["id"], max_bytes):
             yield frame

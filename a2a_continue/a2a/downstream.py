@@ -116,32 +116,41 @@ async def post_rpc(
             raw = await _read_capped(response, max_bytes)
             status = response.status
     except TimeoutError:
-        raise AgentTimeout(f"the agent did not answer within {target.timeout_s:g} s") from None
+        raise no_answer(target) from None
     except aiohttp.ClientError as exc:
-        reason = refused_reason(exc)
-        if reason is not None:
-            raise AgentAddressRefused(f"the agent's address is refused: {reason}") from None
-        # The exception text may carry request details; name only its kind.
-        raise AgentUnreachable(f"the agent could not be reached ({type(exc).__name__})") from None
+        raise call_failed(exc) from None
     if not 200 <= status < 300:
         raise AgentBadAnswer(f"the agent answered with HTTP {status}")
-    return AgentReply(raw=raw, body=_decode_rpc(raw, payload["id"]))
+    return AgentReply(raw=raw, body=decode_rpc(raw, payload["id"], "the agent's answer"))
 
 
-def _decode_rpc(raw: bytes, rpc_id: str) -> Any:
+def no_answer(target: AgentTarget) -> AgentTimeout:
+    """The error of an agent that did not answer a call within its timeout."""
+    return AgentTimeout(f"the agent did not answer within {target.timeout_s:g} s")
+
+
+def call_failed(exc: aiohttp.ClientError) -> AgentUnreachable:
+    """The error of a call whose connection failed: a refused address, else unreachable."""
+    reason = refused_reason(exc)
+    if reason is not None:
+        return AgentAddressRefused(f"the agent's address is refused: {reason}")
+    # The exception text may carry request details; name only its kind.
+    return AgentUnreachable(f"the agent could not be reached ({type(exc).__name__})")
+
+
+def decode_rpc(raw: bytes, rpc_id: str, what: str) -> Any:
+    """Decode a JSON-RPC object of the agent's answering ``rpc_id``; ``what`` names it."""
     try:
         check_depth(raw)
     except TooDeep:
-        raise AgentBadAnswer(
-            f"the agent's answer nests deeper than {MAX_JSON_DEPTH} levels"
-        ) from None
+        raise AgentBadAnswer(f"{what} nests deeper than {MAX_JSON_DEPTH} levels") from None
     try:
         body = msgspec.json.decode(raw)
     except msgspec.DecodeError:
-        raise AgentBadAnswer("the agent's answer is not JSON") from None
+        raise AgentBadAnswer(f"{what} is not JSON") from None
     if not isinstance(body, dict):
-        raise AgentBadAnswer("the agent's answer is not a JSON-RPC object")
+        raise AgentBadAnswer(f"{what} is not a JSON-RPC object")
     answered = body.get("id")
     if answered != rpc_id and not (answered is None and "error" in body):
-        raise AgentBadAnswer("the agent's answer carries another JSON-RPC id")
+        raise AgentBadAnswer(f"{what} carries another JSON-RPC id")
     return body
