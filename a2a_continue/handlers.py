@@ -29,17 +29,20 @@ from a2a_continue.models import (
 JSON = "application/json"
 
 
-def _gateway(request: Request) -> Gateway:
+def gateway_of(request: Request) -> Gateway:
+    """The app's gateway, from the lifespan state."""
     gw: Gateway = request.state.gateway
     return gw
 
 
-def _caller(request: Request) -> Caller:
+def caller_of(request: Request) -> Caller:
+    """The authenticated caller of the request."""
     caller: Caller = request.state.caller
     return caller
 
 
-def _agent_id(request: Request) -> uuid.UUID:
+def agent_id_of(request: Request) -> uuid.UUID:
+    """The agent id of the request's path."""
     agent_id: uuid.UUID = request.path_params["agent_id"]
     return agent_id
 
@@ -47,7 +50,7 @@ def _agent_id(request: Request) -> uuid.UUID:
 async def read_body(request: Request) -> bytes:
     """Read the body, refusing it with 413 once it exceeds the configured size, and with
     408 when it has not fully arrived within ``body_timeout_s``."""
-    settings = _gateway(request).settings
+    settings = gateway_of(request).settings
     limit = settings.max_body_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -81,7 +84,7 @@ async def healthz(request: Request) -> Response:
 
 async def readyz(request: Request) -> Response:
     """The database answers."""
-    async with _gateway(request).connection() as conn:
+    async with gateway_of(request).connection() as conn:
         await conn.fetchval("SELECT 1")
     return json_response({"status": "ready"})
 
@@ -95,39 +98,39 @@ async def metrics(request: Request) -> Response:
 async def create_agent(request: Request) -> Response:
     """Register an agent for the caller."""
     body = decode_body(await read_body(request), AgentCreate)
-    gw = _gateway(request)
+    gw = gateway_of(request)
     body, card = await cards.resolve_create(gw, body)
     async with gw.connection() as conn:
         agent = await agents.create_agent(
-            conn, _caller(request), body, gw.sealer, gw.settings.agent_networks, card
+            conn, caller_of(request), body, gw.sealer, gw.settings.agent_networks, card
         )
     return json_response(agent, status=201)
 
 
 async def list_agents(request: Request) -> Response:
     """List the agents the caller can see."""
-    async with _gateway(request).connection() as conn:
-        page = await agents.list_agents(conn, _caller(request), request.query_params)
+    async with gateway_of(request).connection() as conn:
+        page = await agents.list_agents(conn, caller_of(request), request.query_params)
     return json_response(page)
 
 
 async def get_agent(request: Request) -> Response:
     """Show one agent."""
-    async with _gateway(request).connection() as conn:
-        agent = await agents.get_agent(conn, _caller(request), _agent_id(request))
+    async with gateway_of(request).connection() as conn:
+        agent = await agents.get_agent(conn, caller_of(request), agent_id_of(request))
     return json_response(agent)
 
 
 async def update_agent(request: Request) -> Response:
     """Change an agent (owner or admin)."""
     patch = decode_body(await read_body(request), AgentPatch)
-    gw = _gateway(request)
-    patch, card = await cards.resolve_patch(gw, _caller(request), _agent_id(request), patch)
+    gw = gateway_of(request)
+    patch, card = await cards.resolve_patch(gw, caller_of(request), agent_id_of(request), patch)
     async with gw.connection() as conn:
         agent = await agents.update_agent(
             conn,
-            _caller(request),
-            _agent_id(request),
+            caller_of(request),
+            agent_id_of(request),
             patch,
             gw.sealer,
             gw.settings.agent_networks,
@@ -138,8 +141,8 @@ async def update_agent(request: Request) -> Response:
 
 async def delete_agent(request: Request) -> Response:
     """Delete an agent (owner or admin)."""
-    async with _gateway(request).connection() as conn:
-        await agents.delete_agent(conn, _caller(request), _agent_id(request))
+    async with gateway_of(request).connection() as conn:
+        await agents.delete_agent(conn, caller_of(request), agent_id_of(request))
     return Response(status_code=204)
 
 
@@ -147,7 +150,7 @@ async def start_task(request: Request) -> Response:
     """Send a first message to an agent."""
     raw = await read_body(request)
     body = decode_body(raw, StartBody)
-    gw, caller, agent_id = _gateway(request), _caller(request), _agent_id(request)
+    gw, caller, agent_id = gateway_of(request), caller_of(request), agent_id_of(request)
     async with idempotency.for_request(request, raw, "start") as slot:
         if sse.wants_stream(request):
             return slot.keep(
@@ -161,9 +164,9 @@ async def start_task(request: Request) -> Response:
 
 async def list_tasks(request: Request) -> Response:
     """List the caller's tasks of one agent."""
-    async with _gateway(request).connection() as conn:
+    async with gateway_of(request).connection() as conn:
         page = await tasks.list_tasks(
-            conn, _caller(request), _agent_id(request), request.query_params
+            conn, caller_of(request), agent_id_of(request), request.query_params
         )
     return json_response(page)
 
@@ -173,11 +176,11 @@ async def get_task(request: Request) -> Response:
     task_id = request.path_params["task_id"]
     if refresh.refresh_param(request.query_params):
         fresh = await refresh.refresh_task(
-            _gateway(request), _caller(request), _agent_id(request), task_id
+            gateway_of(request), caller_of(request), agent_id_of(request), task_id
         )
         return json_response(fresh)
-    async with _gateway(request).connection() as conn:
-        task = await tasks.get_task(conn, _caller(request), _agent_id(request), task_id)
+    async with gateway_of(request).connection() as conn:
+        task = await tasks.get_task(conn, caller_of(request), agent_id_of(request), task_id)
     return json_response(task)
 
 
@@ -186,16 +189,16 @@ async def list_events(request: Request) -> Response:
     if sse.wants_stream(request):
         return await sse.event_stream_response(
             request,
-            _gateway(request),
-            _caller(request),
-            _agent_id(request),
+            gateway_of(request),
+            caller_of(request),
+            agent_id_of(request),
             request.path_params["task_id"],
         )
-    async with _gateway(request).connection() as conn:
+    async with gateway_of(request).connection() as conn:
         page = await tasks.list_events(
             conn,
-            _caller(request),
-            _agent_id(request),
+            caller_of(request),
+            agent_id_of(request),
             request.path_params["task_id"],
             request.query_params,
         )
@@ -206,7 +209,7 @@ async def continue_task(request: Request) -> Response:
     """Send a follow-up message to a task."""
     raw = await read_body(request)
     body = decode_body(raw, ContinueBody)
-    gw, caller, agent_id = _gateway(request), _caller(request), _agent_id(request)
+    gw, caller, agent_id = gateway_of(request), caller_of(request), agent_id_of(request)
     task_id = request.path_params["task_id"]
     async with idempotency.for_request(request, raw, "continue", with_claim=True) as slot:
         if sse.wants_stream(request):
@@ -227,6 +230,9 @@ async def cancel_task(request: Request) -> Response:
         decode_body(raw, CancelBody)
     async with idempotency.for_request(request, raw, "cancel") as slot:
         task = await invoke.cancel_task(
-            _gateway(request), _caller(request), _agent_id(request), request.path_params["task_id"]
+            gateway_of(request),
+            caller_of(request),
+            agent_id_of(request),
+            request.path_params["task_id"],
         )
         return slot.keep(json_response(task))

@@ -2,46 +2,27 @@
 
 from __future__ import annotations
 
-import uuid
-
 from starlette.requests import Request
 from starlette.responses import Response
 
-from a2a_continue.auth import Caller
 from a2a_continue.errors import PayloadTooLarge
 from a2a_continue.facade import keys, rpc
 from a2a_continue.facade.card import card_for
 from a2a_continue.facade.errors import INVALID_REQUEST
 from a2a_continue.facade.methods import Call
-from a2a_continue.gateway import Gateway
-from a2a_continue.handlers import json_response, read_body
-
-
-def _gateway(request: Request) -> Gateway:
-    gw: Gateway = request.state.gateway
-    return gw
-
-
-def _caller(request: Request) -> Caller:
-    caller: Caller = request.state.caller
-    return caller
-
-
-def _agent_id(request: Request) -> uuid.UUID:
-    agent_id: uuid.UUID = request.path_params["agent_id"]
-    return agent_id
+from a2a_continue.handlers import agent_id_of, caller_of, gateway_of, json_response, read_body
 
 
 def public_base(request: Request) -> str:
     """The gateway's base URL as clients reach it: A2AC_PUBLIC_URL, else the request's."""
-    configured = _gateway(request).settings.public_url
+    configured = gateway_of(request).settings.public_url
     return configured.rstrip("/") if configured else str(request.base_url).rstrip("/")
 
 
 async def agent_card(request: Request) -> Response:
     """Serve the agent's card, pointed at the gateway."""
-    async with _gateway(request).connection() as conn:
-        card = await card_for(conn, _caller(request), _agent_id(request), public_base(request))
+    async with gateway_of(request).connection() as conn:
+        card = await card_for(conn, caller_of(request), agent_id_of(request), public_base(request))
     return json_response(card)
 
 
@@ -65,9 +46,9 @@ async def agent_rpc(request: Request) -> Response:
     except rpc.Unreadable as error:
         return rpc.refuse(request, error)
     call = Call(
-        gw=_gateway(request),
-        caller=_caller(request),
-        agent_id=_agent_id(request),
+        gw=gateway_of(request),
+        caller=caller_of(request),
+        agent_id=agent_id_of(request),
         version=spec.version,
         method=parsed.method,
         idempotency_key=idempotency_key(request, parsed),
