@@ -314,32 +314,41 @@ def _parse_bare(result: JSON) -> AgentAnswer | None:
     return None
 
 
-def _parse_error(error: object) -> AgentAnswer:
-    if not isinstance(error, dict):
-        raise ProtocolError("the JSON-RPC 'error' is not an object")
-    code = error.get("code")
-    if not isinstance(code, int) or isinstance(code, bool):
-        raise ProtocolError("the JSON-RPC error has no integer 'code'")
-    message = error.get("message")
-    return AgentAnswer(
-        task=None,
-        message=None,
-        error_code=code,
-        error_message=message if isinstance(message, str) else None,
-    )
+@dataclass(frozen=True, slots=True)
+class RpcError:
+    """The JSON-RPC error an agent answered with."""
+
+    code: int
+    message: str | None
+
+
+def open_response(body: object, what: str) -> tuple[Any, RpcError | None]:
+    """Check a decoded JSON-RPC 2.0 response named ``what``; return its result or its error."""
+    if not isinstance(body, dict):
+        raise ProtocolError(f"{what} is not a JSON object")
+    if body.get("jsonrpc") != "2.0":
+        raise ProtocolError(f"{what} is not JSON-RPC 2.0 ('jsonrpc' is not \"2.0\")")
+    error = body.get("error")
+    if error is not None:
+        if not isinstance(error, dict):
+            raise ProtocolError("the JSON-RPC 'error' is not an object")
+        code = error.get("code")
+        if not isinstance(code, int) or isinstance(code, bool):
+            raise ProtocolError("the JSON-RPC error has no integer 'code'")
+        message = error.get("message")
+        return None, RpcError(code, message if isinstance(message, str) else None)
+    if "result" not in body:
+        raise ProtocolError(f"{what} has neither 'result' nor 'error'")
+    return body["result"], None
 
 
 def parse_answer(version: str, body: object) -> AgentAnswer:
     """Parse an agent's decoded JSON-RPC response into a task, a message or an error."""
-    if not isinstance(body, dict):
-        raise ProtocolError("the answer is not a JSON object")
-    if body.get("jsonrpc") != "2.0":
-        raise ProtocolError("the answer is not JSON-RPC 2.0 ('jsonrpc' is not \"2.0\")")
-    if body.get("error") is not None:
-        return _parse_error(body["error"])
-    if "result" not in body:
-        raise ProtocolError("the answer has neither 'result' nor 'error'")
-    result = body["result"]
+    result, error = open_response(body, "the answer")
+    if error is not None:
+        return AgentAnswer(
+            task=None, message=None, error_code=error.code, error_message=error.message
+        )
     if not isinstance(result, dict):
         raise ProtocolError("the JSON-RPC 'result' is not an object")
     # The registered version only decides which shape to try first: agents drift.

@@ -207,26 +207,10 @@ def parse_result(result: object) -> Update:
 
 def parse_frame(body: object) -> Update:
     """Read one JSON-RPC object of an agent's stream (or a blocking answer) as an update."""
-    if not isinstance(body, dict):
-        raise ProtocolError("the frame is not a JSON object")
-    if body.get("jsonrpc") != "2.0":
-        raise ProtocolError("the frame is not JSON-RPC 2.0 ('jsonrpc' is not \"2.0\")")
-    error = body.get("error")
+    result, error = protocol.open_response(body, "the frame")
     if error is not None:
-        if not isinstance(error, dict):
-            raise ProtocolError("the JSON-RPC 'error' is not an object")
-        code = error.get("code")
-        if not isinstance(code, int) or isinstance(code, bool):
-            raise ProtocolError("the JSON-RPC error has no integer 'code'")
-        message = error.get("message")
-        return Update(
-            kind=ERROR,
-            error_code=code,
-            error_message=message if isinstance(message, str) else None,
-        )
-    if "result" not in body:
-        raise ProtocolError("the frame has neither 'result' nor 'error'")
-    return parse_result(body["result"])
+        return Update(kind=ERROR, error_code=error.code, error_message=error.message)
+    return parse_result(result)
 
 
 # ---- applying an update ---------------------------------------------------------------------
