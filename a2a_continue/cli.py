@@ -83,10 +83,7 @@ def serve(settings: Settings) -> int:
         return 1
     with database(settings) as ready:
         assert ready.database_url
-        try:
-            asyncio.run(check_database(ready.database_url))
-        except StartupError as exc:
-            print(exc, file=sys.stderr)
+        if not _database_answers(ready.database_url):
             return 1
         asyncio.run(migrate_url(ready.database_url))
         url = f"http://{ready.host}:{ready.port}"
@@ -105,6 +102,16 @@ def serve(settings: Settings) -> int:
     return 0
 
 
+def _database_answers(database_url: str) -> bool:
+    """Check the database answers before anything uses it; print why not."""
+    try:
+        asyncio.run(check_database(database_url))
+    except StartupError as exc:
+        print(exc, file=sys.stderr)
+        return False
+    return True
+
+
 def _exit(signum: int, frame: object) -> None:
     raise SystemExit(0)
 
@@ -113,10 +120,7 @@ def migrate(settings: Settings) -> int:
     """Apply pending migrations and list them."""
     with database(settings) as ready:
         assert ready.database_url
-        try:
-            asyncio.run(check_database(ready.database_url))
-        except StartupError as exc:
-            print(exc, file=sys.stderr)
+        if not _database_answers(ready.database_url):
             return 1
         applied = asyncio.run(migrate_url(ready.database_url))
     print("applied: " + (", ".join(applied) or "nothing, the schema is current"))
