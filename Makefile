@@ -14,7 +14,7 @@ $(RUN_STAMP): pyproject.toml
 	touch $(RUN_STAMP)
 
 $(DEV_STAMP): $(RUN_STAMP) pyproject.toml
-	$(PY) -m pip install --quiet -e '.[test,dev]'
+	$(PY) -m pip install --quiet -e '.[test,dev,otel]'
 	touch $(DEV_STAMP)
 
 install: $(RUN_STAMP)

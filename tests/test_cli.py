@@ -130,16 +130,22 @@ def test_two_serves_share_one_embedded_database_and_the_last_stops_it(
 ) -> None:
     data_dir = tmp_path / "data"
     env = clean_env(A2AC_DATA_DIR=str(data_dir))
-    ports = [free_port(), free_port()]
-    for port in ports:
-        process = subprocess.Popen(
-            (*CLI, "serve", "--port", str(port)),
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+    ports: list[int] = []
+    for n in range(2):
+        # Each port is picked right before its serve binds it, so nothing else takes it first.
+        ports.append(free_port())
+        with (tmp_path / f"serve-{n}.log").open("wb") as log:
+            process = subprocess.Popen(
+                (*CLI, "serve", "--port", str(ports[-1])),
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         serve.append(process)
-        wait_ready(port, process)
+        try:
+            wait_ready(ports[-1], process)
+        except AssertionError:
+            raise AssertionError((tmp_path / f"serve-{n}.log").read_text()) from None
     secrets = json.loads((data_dir / "secrets.json").read_text())
     assert set(secrets) == {"jwt_secret", "encryption_key"}
     assert (data_dir / "secrets.json").stat().st_mode & 0o777 == 0o600
