@@ -98,6 +98,18 @@ def seqs(got: list[Event]) -> list[int]:
     return [int(e.id or 0) for e in got]
 
 
+LISTENER = "datname = current_database() AND query LIKE 'LISTEN%'"
+
+
+async def listening(db: asyncpg.Connection, within_s: float = 20) -> None:
+    """Wait until a gateway's listener connection has issued its LISTEN."""
+    async with asyncio.timeout(within_s):
+        while True:
+            if await db.fetchval(f"SELECT count(*) FROM pg_stat_activity WHERE {LISTENER}"):
+                return
+            await asyncio.sleep(0.05)
+
+
 async def test_the_stream_replays_stored_events_then_follows_new_ones_live(
     live: Client, db: asyncpg.Connection
 ) -> None:
@@ -230,9 +242,10 @@ async def test_a_lost_listener_connection_reconnects_and_streams_catch_up(
     agent, row = await seed(db)
     async with stream(live, agent) as (_, received):
         await take(received, 1)
+        # The gateway connects its listener in the background: kill it once it listens.
+        await listening(db)
         killed = await db.fetchval(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND query LIKE 'LISTEN%'"
+            f"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE {LISTENER}"
         )
         assert killed >= 1
         await write(db, row, n=1)
