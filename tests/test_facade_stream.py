@@ -13,6 +13,7 @@ from a2a.types.a2a_pb2 import StreamResponse, SubscribeToTaskRequest, TaskState
 from tests.conftest import Client, FakeAgent, register, token
 from tests.facade_clients import rpc, sdk_client, send_all, user_message, v03_message, v10_message
 from tests.sdk_agent import SdkAgent, run_sdk_agent
+from tests.sse_client import events
 
 JSON = dict[str, Any]
 
@@ -227,15 +228,20 @@ async def test_subscription_stays_open_through_an_interrupted_state(
     agent_id = await register(client, fake.url, "1.0")
     await rpc(client, agent_id, "SendMessage", v10_message("go"), version="1.0")
 
-    async def subscribe() -> list[JSON]:
-        return await stream(client, agent_id, "tasks/resubscribe", {"id": "T"}, None, 8)
-
-    watching = asyncio.create_task(subscribe())
-    await asyncio.sleep(0.3)  # let the subscription open before the follow-ups
-    for text in ("again", "done"):
-        r = await client.call("POST", f"/v1/a2a/{agent_id}/tasks/T/messages", {"text": text})
-        assert r.status == 200, r.raw
-    frames = await asyncio.wait_for(watching, 10)
+    url = f"{client.base}/a2a/{agent_id}"
+    body = {"jsonrpc": "2.0", "id": 8, "method": "tasks/resubscribe", "params": {"id": "T"}}
+    headers = {"Authorization": f"Bearer {client.bearer}"}
+    async with client.session.post(url, json=body, headers=headers) as subscription:
+        assert subscription.status == 200
+        received = events(subscription)
+        async with asyncio.timeout(20):
+            # The task's snapshot comes first: the subscription is open before the follow-ups.
+            frames = [(await anext(received)).json()]
+            for text in ("again", "done"):
+                path = f"/v1/a2a/{agent_id}/tasks/T/messages"
+                r = await client.call("POST", path, {"text": text})
+                assert r.status == 200, r.raw
+            frames += [event.json() async for event in received]
     results = [f["result"] for f in frames]
     assert results[0]["kind"] == "task"
     statuses = [(r["status"]["state"], r["final"]) for r in results if r["kind"] == "status-update"]

@@ -98,6 +98,36 @@ def seqs(got: list[Event]) -> list[int]:
     return [int(e.id or 0) for e in got]
 
 
+LISTENER = "datname = current_database() AND query LIKE 'LISTEN%'"
+
+
+async def listening(db: asyncpg.Connection, within_s: float = 20) -> None:
+    """Wait until a gateway's listener connection has issued its LISTEN."""
+    async with asyncio.timeout(within_s):
+        while True:
+            if await db.fetchval(f"SELECT count(*) FROM pg_stat_activity WHERE {LISTENER}"):
+                return
+            await asyncio.sleep(0.05)
+
+
+@contextlib.asynccontextmanager
+async def open_once_slots_free(
+    client: Client, agent: uuid.UUID, within_s: float = 20
+) -> AsyncIterator[tuple[aiohttp.ClientResponse, AsyncIterator[Event]]]:
+    """Open a stream, retrying while the gateway still counts streams whose client has gone.
+
+    A closed client connection frees its slot only once the server notices the disconnect,
+    which happens after the client's close returns: a caller honouring Retry-After gets in.
+    """
+    deadline = asyncio.get_running_loop().time() + within_s
+    while True:
+        async with stream(client, agent) as (r, received):
+            if r.status != 503 or asyncio.get_running_loop().time() > deadline:
+                yield r, received
+                return
+        await asyncio.sleep(0.05)
+
+
 async def test_the_stream_replays_stored_events_then_follows_new_ones_live(
     live: Client, db: asyncpg.Connection
 ) -> None:
@@ -230,9 +260,10 @@ async def test_a_lost_listener_connection_reconnects_and_streams_catch_up(
     agent, row = await seed(db)
     async with stream(live, agent) as (_, received):
         await take(received, 1)
+        # The gateway connects its listener in the background: kill it once it listens.
+        await listening(db)
         killed = await db.fetchval(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND query LIKE 'LISTEN%'"
+            f"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE {LISTENER}"
         )
         assert killed >= 1
         await write(db, row, n=1)
@@ -296,7 +327,7 @@ async def test_streams_over_the_limit_get_503_with_retry_after(
                 body = await refused.json(content_type=None)
                 assert body["type"] == "urn:a2a-continue:problem:too-many-streams"
         await settle(db, row, "completed")
-        async with stream(client, agent) as (again, received):
+        async with open_once_slots_free(client, agent) as (again, received):
             assert again.status == 200
             assert seqs(await rest(received)) == [1, 2]
 
