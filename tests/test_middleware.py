@@ -199,3 +199,26 @@ async def test_an_unexpected_error_is_logged_once_and_answered_500(
     assert len(tracebacks) == 1
     assert "b-1" in tracebacks[0].getMessage()
     assert [line.levelname for line in request_lines(caplog)] == ["WARNING"]
+
+
+async def test_the_request_id_and_traceparent_are_sent_on_a_streamed_call(
+    client: Client, fake_agent: StartFake
+) -> None:
+    fake = await fake_agent(WeatherFake("1.0"))
+    body = {
+        "name": "w",
+        "endpointUrl": fake.url,
+        "protocolVersion": "1.0",
+        "capabilities": {"streaming": True},
+    }
+    agent_id = (await client.call("POST", "/v1/a2a/agents", body)).json()["id"]
+    headers = {
+        "X-Request-ID": "stream-3",
+        "traceparent": TRACEPARENT,
+        "Accept": "text/event-stream",
+    }
+    r = await client.call("POST", f"/v1/a2a/{agent_id}/messages", {"text": "hi"}, headers=headers)
+    assert r.status == 200, r.raw
+    assert fake.received[-1]["method"] == "SendStreamingMessage"
+    assert fake.headers[-1]["X-Request-ID"] == "stream-3"
+    assert fake.headers[-1]["traceparent"] == TRACEPARENT

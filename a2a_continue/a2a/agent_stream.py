@@ -9,15 +9,22 @@ answers a streaming request with plain JSON (a JSON-RPC error, say) yields that 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import msgspec
 
-from a2a_continue.a2a.downstream import AgentTarget, call_failed, decode_rpc, no_answer
+from a2a_continue.a2a.downstream import (
+    AgentTarget,
+    call_failed,
+    call_headers,
+    decode_rpc,
+    no_answer,
+)
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable
+from a2a_continue.netguard import Network
 
 _CHUNK = 64 * 1024
 
@@ -127,6 +134,7 @@ async def stream_rpc(
     target: AgentTarget,
     payload: dict[str, Any],
     max_bytes: int,
+    networks: Sequence[Network] = (),
 ) -> AsyncGenerator[Frame, None]:
     """POST ``payload`` asking for a stream; yield each frame until the agent closes it.
 
@@ -134,7 +142,7 @@ async def stream_rpc(
     AgentTimeout; a refused connection or a broken stream AgentUnreachable; a non-2xx
     answer, a frame that is not JSON-RPC or one over ``max_bytes`` AgentBadAnswer.
     """
-    headers = {**target.headers, "Accept": "text/event-stream"}
+    headers = {**call_headers(target, networks), "Accept": "text/event-stream"}
     try:
         async with asyncio.timeout(target.timeout_s):
             response = await session.post(

@@ -86,14 +86,8 @@ class AgentAddressRefused(AgentUnreachable):
     slug, title = "agent-address-refused", "The agent's address is not one the gateway calls"
 
 
-async def post_rpc(
-    session: aiohttp.ClientSession,
-    target: AgentTarget,
-    payload: dict[str, Any],
-    max_bytes: int,
-    networks: Sequence[Network] = (),
-) -> AgentReply:
-    """POST ``payload`` to the agent and return its JSON-RPC answer, or raise 502/504 errors.
+def call_headers(target: AgentTarget, networks: Sequence[Network]) -> dict[str, str]:
+    """Check the agent's address for this call; return the headers to send with it.
 
     The session's resolver refuses names that resolve to guarded addresses; literal
     addresses are checked here, since aiohttp does not resolve them.
@@ -102,7 +96,18 @@ async def post_rpc(
         check_call_url(target.endpoint_url, networks)
     except AddressRefused as exc:
         raise AgentAddressRefused(f"the agent's address is refused: {exc}") from None
-    headers = {**target.headers, **outbound_headers()}
+    return {**target.headers, **outbound_headers()}
+
+
+async def post_rpc(
+    session: aiohttp.ClientSession,
+    target: AgentTarget,
+    payload: dict[str, Any],
+    max_bytes: int,
+    networks: Sequence[Network] = (),
+) -> AgentReply:
+    """POST ``payload`` to the agent and return its JSON-RPC answer, or raise 502/504 errors."""
+    headers = call_headers(target, networks)
     try:
         async with (
             asyncio.timeout(target.timeout_s),

@@ -250,7 +250,9 @@ async def _pump(
         try:
             async with (
                 asyncio.timeout(gw.settings.stream_max_s),
-                contextlib.aclosing(stream_rpc(gw.session, target, payload, max_bytes)) as frames,
+                contextlib.aclosing(
+                    stream_rpc(gw.session, target, payload, max_bytes, gw.settings.agent_networks)
+                ) as frames,
             ):
                 async for frame in frames:
                     update = _parse(frame)

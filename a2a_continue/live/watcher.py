@@ -257,7 +257,9 @@ class Watcher:
         max_bytes = self.settings.max_agent_response_bytes
         try:
             async with contextlib.aclosing(
-                stream_rpc(self.gw.session, target, payload, max_bytes)
+                stream_rpc(
+                    self.gw.session, target, payload, max_bytes, self.settings.agent_networks
+                )
             ) as frames:
                 async for frame in frames:
                     update = parse_frame(frame.body)
