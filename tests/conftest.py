@@ -259,3 +259,44 @@ def dead_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}/"
+
+
+# What a streaming fake agent does with a request: write frames through the send function.
+Script = Callable[[dict[str, Any], Callable[[bytes], Awaitable[None]]], Awaitable[None]]
+
+
+@dataclass
+class SseAgent:
+    url: str = ""
+    received: list[dict[str, Any]] = field(default_factory=list)
+    sent: list[bytes] = field(default_factory=list)
+
+
+@pytest.fixture
+async def sse_agent() -> AsyncIterator[Callable[[Script], Awaitable[SseAgent]]]:
+    """Start agents that answer every request with an event stream a script writes."""
+    async with contextlib.AsyncExitStack() as stack:
+
+        async def start(script: Script) -> SseAgent:
+            agent = SseAgent()
+
+            async def endpoint(request: web.Request) -> web.StreamResponse:
+                body = await request.json()
+                agent.received.append(body)
+                response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+                await response.prepare(request)
+
+                async def send(data: bytes) -> None:
+                    agent.sent.append(data)
+                    await response.write(b"data: " + data + b"\n\n")
+
+                with contextlib.suppress(ConnectionError):
+                    await script(body, send)
+                return response
+
+            app = web.Application()
+            app.router.add_post("/", endpoint)
+            agent.url = await stack.enter_async_context(serve_aiohttp(app)) + "/"
+            return agent
+
+        yield start

@@ -4,25 +4,20 @@ id lengths and the per-agent limit apply to every frame as to a blocking answer.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
 import asyncpg
 import msgspec
-import pytest
-from aiohttp import web
 
 from a2a_continue.app import create_app
 from a2a_continue.limits import MAX_JSON_DEPTH
 from a2a_continue.settings import Settings
 from tests.conftest import Client, register
-from tests.servers import serve_aiohttp, serve_asgi
+from tests.servers import serve_asgi
 from tests.test_live_relay import (
     STREAMING,
-    Script,
-    SseAgent,
     frame,
     interrupted_then,
     post_stream,
@@ -35,36 +30,6 @@ from tests.test_live_relay import (
 
 JSON = dict[str, Any]
 Send = Callable[[bytes], Awaitable[None]]
-
-
-@pytest.fixture(name="sse_agent")
-async def streaming_agents() -> AsyncIterator[Callable[[Script], Awaitable[SseAgent]]]:
-    """Agents answering every request with an event stream a script writes."""
-    async with contextlib.AsyncExitStack() as stack:
-
-        async def start(script: Script) -> SseAgent:
-            agent = SseAgent()
-
-            async def endpoint(request: web.Request) -> web.StreamResponse:
-                body = await request.json()
-                agent.received.append(body)
-                response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-                await response.prepare(request)
-
-                async def send(data: bytes) -> None:
-                    agent.sent.append(data)
-                    await response.write(b"data: " + data + b"\n\n")
-
-                with contextlib.suppress(ConnectionError):
-                    await script(body, send)
-                return response
-
-            app = web.Application()
-            app.router.add_post("/", endpoint)
-            agent.url = await stack.enter_async_context(serve_aiohttp(app)) + "/"
-            return agent
-
-        yield start
 
 
 async def test_a_streamed_start_with_nul_is_relayed_unchanged_and_stored_with_stand_ins(

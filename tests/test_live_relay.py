@@ -3,25 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import asyncpg
 import msgspec
 import pytest
-from aiohttp import web
 
 from a2a_continue.a2a.agent_stream import SseReader
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings
-from tests.conftest import Client, Response, register, token
+from tests.conftest import Client, Response, Script, register, token
 from tests.sdk_agent import run_sdk_agent
-from tests.servers import serve_aiohttp, serve_asgi
+from tests.servers import serve_asgi
 from tests.sse_client import Event, all_events, events
 
 JSON = dict[str, Any]
@@ -182,46 +180,6 @@ async def test_an_agent_without_streaming_gets_the_blocking_send_and_the_caller_
 
 
 # ---- a scripted streaming agent -----------------------------------------------------------
-
-
-Script = Callable[[JSON, Callable[[bytes], Awaitable[None]]], Awaitable[None]]
-
-
-@dataclass
-class SseAgent:
-    url: str = ""
-    received: list[JSON] = field(default_factory=list)
-    sent: list[bytes] = field(default_factory=list)
-
-
-@pytest.fixture
-async def sse_agent() -> AsyncIterator[Callable[[Script], Awaitable[SseAgent]]]:
-    """Start agents that answer every request with an event stream a script writes."""
-    async with contextlib.AsyncExitStack() as stack:
-
-        async def start(script: Script) -> SseAgent:
-            agent = SseAgent()
-
-            async def endpoint(request: web.Request) -> web.StreamResponse:
-                body = await request.json()
-                agent.received.append(body)
-                response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-                await response.prepare(request)
-
-                async def send(data: bytes) -> None:
-                    agent.sent.append(data)
-                    await response.write(b"data: " + data + b"\n\n")
-
-                with contextlib.suppress(ConnectionError):
-                    await script(body, send)
-                return response
-
-            app = web.Application()
-            app.router.add_post("/", endpoint)
-            agent.url = await stack.enter_async_context(serve_aiohttp(app)) + "/"
-            return agent
-
-        yield start
 
 
 def frame(request: JSON, result: JSON) -> bytes:
