@@ -74,7 +74,7 @@ WITH {key_cte(caller="$1", agent="$4", request="$11")}, target AS (
 )
 SELECT target.*, claimed.id IS NOT NULL AS claimed, COALESCE(claimed.state, target.state) AS now,
        idem.*
-FROM (SELECT) AS one
+FROM (SELECT set_config('synchronous_commit', CASE WHEN $11::jsonb IS NULL THEN 'off' ELSE 'on' END, true)) AS one
 LEFT JOIN target ON true
 LEFT JOIN claimed ON claimed.id = target.row_id
 LEFT JOIN idem ON true

@@ -142,6 +142,22 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
+def database_cpu_seconds() -> float:
+    """User + system CPU of every PostgreSQL process on the machine, in seconds."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            head, tail = (entry / "stat").read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        if head.endswith("(postgres"):
+            fields = tail.split()
+            total += (int(fields[11]) + int(fields[12])) / TICKS
+    return total
+
+
 def send_request(task_id: str) -> bytes:
     """The 1.0 follow-up a client would send the agent itself."""
     message = {
@@ -242,11 +258,12 @@ async def measure(
                     continue
                 await timed(warmup, c, call)
                 pid = proxy_pid if name == "proxy" else gateway_pid
-                cpu = cpu_seconds(pid)
+                cpu, db = cpu_seconds(pid), database_cpu_seconds()
                 began = time.perf_counter()
                 latencies = sorted(await timed(n, c, call))
                 wall = time.perf_counter() - began
                 cpu = cpu_seconds(pid) - cpu
+                db = database_cpu_seconds() - db
                 rows.append(
                     {
                         "path": name,
@@ -255,6 +272,7 @@ async def measure(
                         "p50": percentile(latencies, 0.50),
                         "p99": percentile(latencies, 0.99),
                         "cpu": cpu * 1000 / n if name != "direct" else None,
+                        "db": db * 1000 / n,
                     }
                 )
                 print(_line(rows[-1]), flush=True)
@@ -265,7 +283,7 @@ def _line(row: dict[str, Any]) -> str:
     cpu = f"{row['cpu']:6.3f}" if row["cpu"] is not None else "     -"
     return (
         f"| {row['path']:9s} | {row['c']:2d} | {row['rps']:7.0f} | {row['p50']:6.3f} "
-        f"| {row['p99']:6.3f} | {cpu} |"
+        f"| {row['p99']:6.3f} | {cpu} | {row['db']:6.3f} |"
     )
 
 
@@ -322,6 +340,17 @@ def process(args: list[str], env: dict[str, str], log: Path) -> Iterator[subproc
                 proc.wait()
 
 
+async def _run_sql(url: str, sql: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        for statement in sql.split(";"):
+            await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
 def main() -> None:
     """Start the agent, the gateway and the proxy; measure; print the table and ratios."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -352,6 +381,8 @@ def main() -> None:
     with ExitStack() as stack:
         url = stack.enter_context(database())
         asyncio.run(migrate_url(url))
+        if os.environ.get("A2AC_BENCH_SQL"):  # experiments: e.g. a setting or an index
+            asyncio.run(_run_sql(url, os.environ["A2AC_BENCH_SQL"]))
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="a2ac-bench-logs-")))
         env = {
             **os.environ,
@@ -382,8 +413,8 @@ def main() -> None:
         print(f"gateway pid {gateway.pid}", file=sys.stderr, flush=True)
         print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}, {os.cpu_count()} cores, "
               f"{args.requests} requests per point, gateway workers: {args.workers}")  # fmt: skip
-        print("| path      |  c |   req/s | p50 ms | p99 ms | CPU ms/req |")
-        print("|---|---|---|---|---|---|")
+        print("| path      |  c |   req/s | p50 ms | p99 ms | CPU ms/req | PostgreSQL CPU ms/req |")
+        print("|---|---|---|---|---|---|---|")
         import uvloop
 
         rows = uvloop.run(
