@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -18,7 +19,7 @@ from a2a_continue.auth import Caller
 from a2a_continue.errors import Forbidden, Invalid
 from a2a_continue.gateway import Gateway
 from a2a_continue.models import AgentAuth, AgentCreate, AgentPatch, Capabilities
-from a2a_continue.netguard import AddressRefused, refused_reason
+from a2a_continue.netguard import AddressRefused, Network, check_call_url, refused_reason
 
 JSON = dict[str, Any]
 
@@ -59,12 +60,17 @@ def card_location(url: str) -> str:
 
 
 async def fetch_card(
-    session: aiohttp.ClientSession, url: str, auth: JSON | None, timeout_s: float
+    session: aiohttp.ClientSession,
+    url: str,
+    auth: JSON | None,
+    timeout_s: float,
+    networks: Sequence[Network] = (),
 ) -> Any:
     """GET the card at ``url`` with the agent's credentials; refuse with a 422 saying why."""
     headers = {"Accept": "application/json", **auth_headers(auth)}
     fetch = f"the agent card could not be fetched from {url}"
     try:
+        check_call_url(url, networks)
         async with (
             asyncio.timeout(timeout_s),
             session.get(url, headers=headers, allow_redirects=False) as response,
@@ -186,7 +192,8 @@ def read_card(card: Any, card_url: str) -> CardFacts:
 async def load_card(gw: Gateway, card_url: str, auth: JSON | None, timeout_s: float) -> CardFacts:
     """Fetch and read the card named by ``card_url`` (a card URL or the agent's base URL)."""
     url = card_location(card_url)
-    return read_card(await fetch_card(gw.session, url, auth, timeout_s), url)
+    networks = gw.settings.agent_networks
+    return read_card(await fetch_card(gw.session, url, auth, timeout_s, networks), url)
 
 
 def _auth_dict(auth: AgentAuth | None) -> JSON | None:

@@ -44,10 +44,11 @@ log = logging.getLogger(__name__)
 # The row is locked while it is read, so the claim seen expired is the one replaced.
 # A task under a live watch lease is refused too: the agent is still working on the last
 # message (the watcher follows it until it settles).
-# A follow-up with an Idempotency-Key ($11, NULL without one) takes its key first, here too,
-# and claims the task only when the key is its own: a retry finds the key, not a busy task.
-CLAIM_TASK = f"""
-WITH {key_cte(caller="$1", agent="$4", request="$11")}, target AS (
+# The claim commits without waiting for its WAL flush: a claim lost with a crash of
+# PostgreSQL frees the task early, and the outcome statement's own (waited) commit makes the
+# claim durable with it.
+_CLAIM = f"""
+WITH {{key}}target AS (
     SELECT t.id AS row_id, t.task_id, t.state, t.context_id, t.team_id, a.id AS agent_id,
            a.endpoint_url, a.protocol_version, a.auth_sealed, a.timeout_seconds, a.capabilities,
            t.claim_expires_at AS expired_at
@@ -64,22 +65,37 @@ WITH {key_cte(caller="$1", agent="$4", request="$11")}, target AS (
       AND t.state NOT IN {TERMINAL_SQL}
       AND ($7::text IS NULL OR t.context_id = $7)
       AND (t.claim_expires_at IS NULL OR t.claim_expires_at < now())
-      AND (t.watch_expires_at IS NULL OR t.watch_expires_at < now())
-      AND ($11::jsonb IS NULL OR EXISTS (SELECT 1 FROM idem WHERE idem.key_mine))
+      AND (t.watch_expires_at IS NULL OR t.watch_expires_at < now()){{key_mine}}
     RETURNING t.id, t.state, t.last_seq, target.expired_at
 ), expired AS (
     INSERT INTO a2a_task_events (task, seq, type, previous_state, new_state, actor, data)
     SELECT id, last_seq, 'task_continue_failed', state, state, $10, {EXPIRED_DATA}
     FROM claimed WHERE expired_at IS NOT NULL
 )
-SELECT target.*, claimed.id IS NOT NULL AS claimed, COALESCE(claimed.state, target.state) AS now,
-       idem.*
-FROM (SELECT set_config('synchronous_commit', CASE WHEN $11::jsonb IS NULL THEN 'off' ELSE 'on' END, true)) AS one
+SELECT target.*, claimed.id IS NOT NULL AS claimed, COALESCE(claimed.state, target.state) AS now
+       {{key_columns}}
+FROM (SELECT set_config('synchronous_commit', '{{commit}}', true)) AS one
 LEFT JOIN target ON true
 LEFT JOIN claimed ON claimed.id = target.row_id
-LEFT JOIN idem ON true
-WHERE target.row_id IS NOT NULL OR idem.key_mine IS NOT NULL
+{{key_join}}
+WHERE target.row_id IS NOT NULL {{key_found}}
 """
+
+CLAIM_TASK = _CLAIM.format(
+    key="", key_mine="", key_columns="", commit="off", key_join="", key_found=""
+)
+
+# With an Idempotency-Key ($11) the statement takes the key first and claims the task only
+# when the key is its own: a retry finds the key, not a busy task. A key is a promise to
+# the caller, so this commit waits for its flush.
+CLAIM_TASK_KEYED = _CLAIM.format(
+    key=key_cte(caller="$1", agent="$4", request="$11") + ", ",
+    key_mine="\n      AND EXISTS (SELECT 1 FROM idem WHERE idem.key_mine)",
+    key_columns=", idem.*",
+    commit="on",
+    key_join="LEFT JOIN idem ON true",
+    key_found="OR idem.key_mine IS NOT NULL",
+)
 
 # Extend a claim still held (a streamed follow-up holds it for the whole stream).
 RENEW_CLAIM = """
@@ -129,8 +145,7 @@ async def claim_task(
     """Find the visible task and claim it (with ``key``: first take the key); raise 404, 400
     or 409 otherwise."""
     async with gw.connection() as conn:
-        row = await conn.fetchrow(
-            CLAIM_TASK,
+        args = (
             *caller.scope_args(),
             agent_id,
             task_id,
@@ -139,8 +154,12 @@ async def claim_task(
             gw.settings.agent_timeout_s,
             gw.settings.claim_margin_s,
             SYSTEM_ACTOR,
-            key.param() if key is not None else None,
         )
+        param = key.param() if key is not None else None
+        if param is None:
+            row = await conn.fetchrow(CLAIM_TASK, *args)
+        else:
+            row = await conn.fetchrow(CLAIM_TASK_KEYED, *args, param)
     if key is not None:
         key.settle(row)
     if row is None or row["row_id"] is None:

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import aiohttp
 
 from a2a_continue.errors import AppError
-from a2a_continue.netguard import GuardedResolver, literal_guard
+from a2a_continue.netguard import GuardedResolver
 from a2a_continue.settings import Settings
 
 
@@ -58,10 +58,15 @@ class AgentSlots:
 
 def agent_session(settings: Settings) -> aiohttp.ClientSession:
     """The outbound session: the connector never queues (calls are bounded per agent
-    instead), and every address it connects to passes the network guard."""
+    instead), and every name it resolves passes the network guard.
+
+    Literal addresses skip the resolver, so each call site checks its URL first
+    (``netguard.check_call_url``); each also bounds its own call, so the session sets no
+    timeout of its own (a second timer per call).
+    """
     connector = aiohttp.TCPConnector(
         limit=0, limit_per_host=0, resolver=GuardedResolver(settings.agent_networks)
     )
     return aiohttp.ClientSession(
-        connector=connector, trace_configs=[literal_guard(settings.agent_networks)]
+        connector=connector, timeout=aiohttp.ClientTimeout(total=None, sock_connect=None)
     )

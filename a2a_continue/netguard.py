@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 import socket
@@ -103,15 +104,25 @@ def normalize_endpoint_url(url: str, networks: Sequence[Network] = ()) -> str:
 
 
 def check_call_url(url: str, networks: Sequence[Network] = ()) -> None:
-    """Refuse, at call time, a URL whose host is a literal address the gateway must avoid."""
+    """Refuse, at call time, a URL whose host is a literal address the gateway must avoid.
+
+    aiohttp does not pass literal addresses through the resolver, so every outbound call
+    checks its URL here first.
+    """
+    problem = _call_url_problem(url, tuple(networks))
+    if problem is not None:
+        raise AddressRefused(problem)
+
+
+@functools.lru_cache(maxsize=4096)
+def _call_url_problem(url: str, networks: tuple[Network, ...]) -> str | None:
+    # The answer depends only on the URL and the networks: worked out once per URL.
     try:
         host = urlsplit(url).hostname
     except ValueError:
-        return  # not a URL aiohttp can call either; it fails the call on its own
+        return None  # not a URL aiohttp can call either; it fails the call on its own
     address = literal_address(host) if host else None
-    problem = address_problem(address, networks) if address is not None else None
-    if problem is not None:
-        raise AddressRefused(problem)
+    return address_problem(address, networks) if address is not None else None
 
 
 class GuardedResolver(AbstractResolver):
@@ -142,20 +153,6 @@ class GuardedResolver(AbstractResolver):
     async def close(self) -> None:
         """Close the inner resolver."""
         await self.inner.close()
-
-
-def literal_guard(networks: Sequence[Network] = ()) -> aiohttp.TraceConfig:
-    """A session hook refusing a literal guarded address before any connection starts
-    (aiohttp does not pass literal addresses through the resolver)."""
-
-    async def on_request_start(
-        session: aiohttp.ClientSession, context: Any, params: aiohttp.TraceRequestStartParams
-    ) -> None:
-        check_call_url(str(params.url), networks)
-
-    trace = aiohttp.TraceConfig()
-    trace.on_request_start.append(on_request_start)
-    return trace
 
 
 def refused_reason(exc: BaseException) -> str | None:
