@@ -1,4 +1,9 @@
-"""One PostgreSQL LISTEN connection per process, fanned out to the streams waiting in it.
+"""One PostgreSQL connection per process that LISTENs, fanned out to the streams waiting in it.
+
+The connection listens only while at least one stream in this process waits, so events
+written while none does cost neither PostgreSQL nor this process a notification. Each time
+listening starts (first waiter, re-enabled, or after a reconnect) every waiter re-reads, which
+picks up the events committed before LISTEN took effect.
 
 A notification only wakes readers, who then read the rows; streams also re-read every few
 seconds, so a notification lost (or a listener down) delays an event and never loses it.
@@ -50,7 +55,11 @@ class Hub:
         self.listen = listen and database_url is not None
         self.retry_s = retry_s
         self.connected = asyncio.Event()
+        # Whether the connection LISTENs now; only the background task changes it.
+        self.listening = False
         self._waiters: dict[uuid.UUID, set[Waiter]] = {}
+        # Set when whether any waiter exists may have flipped, or the connection was lost.
+        self._changed = asyncio.Event()
         self._runner: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -70,6 +79,8 @@ class Hub:
     def waiter(self, row_id: uuid.UUID) -> Iterator[Waiter]:
         """Register a waiter for one task for the block's duration."""
         waiter = Waiter()
+        if not self._waiters:
+            self._changed.set()
         self._waiters.setdefault(row_id, set()).add(waiter)
         try:
             yield waiter
@@ -79,6 +90,8 @@ class Hub:
                 waiters.discard(waiter)
                 if not waiters:
                     del self._waiters[row_id]
+                    if not self._waiters:
+                        self._changed.set()
 
     def notify(self, payload: str) -> None:
         """Wake every waiter of the task a notification names."""
@@ -90,7 +103,7 @@ class Hub:
             waiter.wake()
 
     def wake_all(self) -> None:
-        """Wake every waiter (after a reconnect, notifications may have been missed)."""
+        """Wake every waiter (when listening starts, notifications may have been missed)."""
         for waiters in self._waiters.values():
             for waiter in waiters:
                 waiter.wake()
@@ -119,19 +132,40 @@ class Hub:
     async def _listen_once(self, url: str) -> None:
         conn = await asyncpg.connect(url)
         lost = asyncio.Event()
-        conn.add_termination_listener(lambda _conn: lost.set())
+
+        def on_lost(_conn: Conn) -> None:
+            lost.set()
+            self._changed.set()
+
+        conn.add_termination_listener(on_lost)
+        loop = asyncio.get_running_loop()
         try:
-            await conn.add_listener(EVENTS_CHANNEL, self._on_notification)
             self.connected.set()
-            self.wake_all()
+            check_at = loop.time() + 30
             while not lost.is_set():
+                # Cleared before reading the waiters: a change while applying sets it again.
+                self._changed.clear()
+                await self._apply(conn)
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(30):
-                        await lost.wait()
-                if not lost.is_set():
+                    async with asyncio.timeout_at(check_at):
+                        await self._changed.wait()
+                if not lost.is_set() and loop.time() >= check_at:
                     # A connection cut without a FIN is only noticed by using it.
                     async with asyncio.timeout(10):
                         await conn.fetchval("SELECT 1")
+                    check_at = loop.time() + 30
         finally:
+            self.listening = False
             with contextlib.suppress(Exception):
                 await asyncio.shield(conn.close(timeout=2))
+
+    async def _apply(self, conn: Conn) -> None:
+        """LISTEN if any waiter exists, UNLISTEN if none does; wake all when listening starts."""
+        want = bool(self._waiters)
+        if want and not self.listening:
+            await conn.add_listener(EVENTS_CHANNEL, self._on_notification)
+            self.listening = True
+            self.wake_all()
+        elif not want and self.listening:
+            await conn.remove_listener(EVENTS_CHANNEL, self._on_notification)
+            self.listening = False
