@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -75,33 +74,54 @@ class Gateway:
             self.targets[key] = target
         return target
 
-    @asynccontextmanager
-    async def connection(self) -> AsyncIterator[Conn]:
-        """Lend a pooled connection; a database that cannot be reached, or does not answer
-        within ``db_timeout_s`` (to lend a connection or to run a statement), is a 503."""
-        bound = self.settings.db_timeout_s
-        slow = f"the database did not answer within {bound:g} s; try again shortly"
+    def connection(self) -> Lent:
+        """Lend a pooled connection for an ``async with`` block; a database that cannot be
+        reached, or does not answer within ``db_timeout_s`` (to lend a connection or to run a
+        statement), is a 503."""
+        return Lent(self)
+
+
+class Lent:
+    """One loan of a pooled connection (a class, not a generator: it is on every request's
+    path twice, and a generator-based context manager costs several times more)."""
+
+    __slots__ = ("conn", "gw")
+
+    def __init__(self, gw: Gateway) -> None:
+        self.gw = gw
+        self.conn: Any = None
+
+    def _slow(self) -> DatabaseUnavailable:
+        bound = self.gw.settings.db_timeout_s
+        return DatabaseUnavailable(
+            f"the database did not answer within {bound:g} s; try again shortly"
+        )
+
+    async def __aenter__(self) -> Conn:
+        gw = self.gw
+        bound = gw.settings.db_timeout_s
         try:
-            if self.held is not None:
-                conn = await self.held.acquire(bound)
+            if gw.held is not None:
+                self.conn = await gw.held.acquire(bound)
             else:
-                conn = await self.pool.acquire(timeout=bound)
+                self.conn = await gw.pool.acquire(timeout=bound)
         except DB_SLOW:
-            raise DatabaseUnavailable(slow) from None
+            raise self._slow() from None
         except DB_DOWN:
             raise DatabaseUnavailable() from None
-        clean = False
-        try:
-            yield conn
-            clean = True
-        except DB_SLOW:
-            raise DatabaseUnavailable(slow) from None
-        except DB_DOWN:
-            raise DatabaseUnavailable() from None
-        finally:
-            if self.held is not None:
-                await self.held.release(conn, clean)
-            else:
-                # The pool finishes a release it has begun even when this wait gives up.
-                with suppress(TimeoutError):
-                    await asyncio.wait_for(self.pool.release(conn), bound)
+        conn: Conn = self.conn
+        return conn
+
+    async def __aexit__(self, kind: Any, error: Any, trace: Any) -> None:
+        gw, conn = self.gw, self.conn
+        if gw.held is not None:
+            await gw.held.release(conn, kind is None)
+        else:
+            # The pool finishes a release it has begun even when this wait gives up.
+            with suppress(TimeoutError):
+                await asyncio.wait_for(gw.pool.release(conn), gw.settings.db_timeout_s)
+        if kind is not None:
+            if issubclass(kind, DB_SLOW):
+                raise self._slow() from None
+            if issubclass(kind, DB_DOWN):
+                raise DatabaseUnavailable() from None

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from a2a_continue import agents, cards, continuation, idempotency, invoke, tasks
@@ -13,7 +14,7 @@ from a2a_continue.a2a.outbound import Forwarded
 from a2a_continue.auth import Caller
 from a2a_continue.errors import PayloadTooLarge
 from a2a_continue.gateway import Gateway
-from a2a_continue.limits import body_deadline
+from a2a_continue.limits import body_timeout
 from a2a_continue.live import refresh, relay, sse
 from a2a_continue.metrics import exposition
 from a2a_continue.models import (
@@ -31,13 +32,13 @@ JSON = "application/json"
 
 def gateway_of(request: Request) -> Gateway:
     """The app's gateway, from the lifespan state."""
-    gw: Gateway = request.state.gateway
+    gw: Gateway = request.scope["state"]["gateway"]
     return gw
 
 
 def caller_of(request: Request) -> Caller:
     """The authenticated caller of the request."""
-    caller: Caller = request.state.caller
+    caller: Caller = request.scope["state"]["caller"]
     return caller
 
 
@@ -57,13 +58,22 @@ async def read_body(request: Request) -> bytes:
         raise PayloadTooLarge(f"the body is larger than {limit} bytes")
     chunks: list[bytes] = []
     size = 0
-    async with body_deadline(settings.body_timeout_s):
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise PayloadTooLarge(f"the body is larger than {limit} bytes")
-            chunks.append(chunk)
-    return b"".join(chunks)
+    try:
+        async with asyncio.timeout(settings.body_timeout_s):
+            while True:
+                message = await request.receive()
+                if message["type"] == "http.disconnect":
+                    raise ClientDisconnect()
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    raise PayloadTooLarge(f"the body is larger than {limit} bytes")
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+    except TimeoutError:
+        raise body_timeout(settings.body_timeout_s) from None
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def json_response(value: Any, status: int = 200) -> Response:

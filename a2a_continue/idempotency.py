@@ -382,9 +382,10 @@ def for_request(request: Request, body: bytes, route: str, *, with_claim: bool =
     """Open the slot of a REST request (its key header, caller, agent and fingerprint)."""
     key = key_from(request.headers)
     digest = request_hash(request.method, request.url.path, body) if key is not None else b""
+    state = request.scope["state"]
     slot = idempotent(
-        request.state.gateway,
-        request.state.caller,
+        state["gateway"],
+        state["caller"],
         key,
         route,
         request.path_params["agent_id"],

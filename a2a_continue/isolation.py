@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import aiohttp
 
@@ -46,14 +44,24 @@ class AgentSlots:
         else:
             del self._busy[agent]
 
-    @contextmanager
-    def slot(self, agent: uuid.UUID | str) -> Iterator[None]:
-        """Hold one of the agent's slots for the block, or raise AgentBusy (503)."""
-        self.take(agent)
-        try:
-            yield
-        finally:
-            self.give(agent)
+    def slot(self, agent: uuid.UUID | str) -> Slot:
+        """Hold one of the agent's slots for a ``with`` block, or raise AgentBusy (503)."""
+        return Slot(self, agent)
+
+
+class Slot:
+    """One agent slot held for a block (a class: it is on every call's path)."""
+
+    __slots__ = ("agent", "slots")
+
+    def __init__(self, slots: AgentSlots, agent: uuid.UUID | str) -> None:
+        self.slots, self.agent = slots, agent
+
+    def __enter__(self) -> None:
+        self.slots.take(self.agent)
+
+    def __exit__(self, *exc: object) -> None:
+        self.slots.give(self.agent)
 
 
 def agent_session(settings: Settings) -> aiohttp.ClientSession:

@@ -9,7 +9,7 @@ import os
 import re
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any
 
@@ -165,12 +165,18 @@ def request_span(info: RequestInfo, method: str, route: str) -> Iterator[Any]:
         span.end()
 
 
-@contextmanager
-def agent_span(method: str, url: str) -> Iterator[None]:
+def agent_span(method: str, url: str) -> AbstractContextManager[None]:
     """A client span around one call to an agent (no-op without tracing)."""
     if _tracer is None:
-        yield
-        return
+        return _NO_SPAN
+    return _agent_span(method, url)
+
+
+_NO_SPAN = nullcontext()
+
+
+@contextmanager
+def _agent_span(method: str, url: str) -> Iterator[None]:
     from opentelemetry import trace
 
     with _tracer.start_as_current_span(
