@@ -103,6 +103,7 @@ class Edge:
     def __init__(self, routes: Sequence[BaseRoute], tokens: TokenSource, lifespan: Any) -> None:
         self.routes = list(routes)
         self.entries = [Entry.of(route) for route in routes]
+        self.by_method: dict[str, list[Entry]] = {}
         self.tokens = tokens
         self.router = Router(lifespan=lifespan)
         self.http = HttpSeries()
@@ -125,6 +126,18 @@ class Edge:
 
     def match(self, scope: Scope) -> tuple[Entry | None, bool, dict[str, Any]]:
         """The route of the request: (entry, method allowed, path params)."""
+        method = scope["method"]
+        candidates = self.by_method.get(method)
+        if candidates is None:
+            candidates = self.by_method[method] = [
+                e for e in self.entries if e.regex is None or method in e.methods
+            ]
+        # First the routes that take this method, in order: the first full match is the one
+        # the full scan below would find; only a miss (404 or 405) needs every route.
+        for entry in candidates:
+            found = entry.match(scope)
+            if found is not None and found[0]:
+                return entry, True, found[1]
         partial: tuple[Entry, dict[str, Any]] | None = None
         for entry in self.entries:
             found = entry.match(scope)
