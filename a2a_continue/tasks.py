@@ -22,8 +22,26 @@ from a2a_continue.pagination import (
 TERMINAL_SQL = "('completed', 'canceled', 'failed', 'rejected')"
 
 # Every statement that appends an event also notifies this channel with the task's row id,
-# in the same transaction, so live streams on any replica wake and read the new rows.
+# in the same transaction, when a live stream (on any replica) waits on the task: see
+# notify_sql. The streams wake and read the new rows.
 EVENTS_CHANNEL = "a2ac_task_events"
+
+
+def notify_sql(task_expr: str) -> str:
+    """SQL notifying the events channel with the task ``task_expr`` names, if a stream waits.
+
+    Only a task with an unexpired row in `a2a_stream_interest` (each process's hub keeps one
+    per task its streams wait on) is notified: a NOTIFY holds a database-wide lock until its
+    commit is flushed, so notifying commits queue behind each other, and most tasks have no
+    stream waiting. The value is NULL either way. Qualify ``task_expr`` (``appended.task``):
+    a bare ``task`` would name the interest row's own column inside the subquery.
+    """
+    return (
+        "CASE WHEN EXISTS (SELECT 1 FROM a2a_stream_interest i"
+        f" WHERE i.task = {task_expr} AND i.expires_at > now())"
+        f" THEN pg_notify('{EVENTS_CHANNEL}', {task_expr}::text) END"
+    )
+
 
 TASK_COLUMNS = """t.id AS row_id, t.agent_id, t.task_id, t.context_id, t.state,
     t.status_message, t.artifacts, t.owner, t.team_id, t.created_at, t.updated_at,
@@ -58,7 +76,7 @@ WITH next AS (
     SELECT id, last_seq, $2, $3, $4, $5, $6 FROM next
     RETURNING task, seq
 )
-SELECT seq, pg_notify('{EVENTS_CHANNEL}', task::text) AS notified FROM appended
+SELECT seq, {notify_sql("appended.task")} AS notified FROM appended
 """
 
 
@@ -80,7 +98,8 @@ async def append_event(
 
 # Insert the task an agent reported, or refresh the caller's own row of it (another caller's
 # row is left alone); a terminal state is never overwritten. A new row starts its log with
-# `task_created` (seq 1) in the same statement.
+# `task_created` (seq 1) in the same statement. (No stream can wait on a row this statement
+# creates, so that event notifies nobody; it still goes through notify_sql like every writer.)
 RECORD_NEW_TASK = f"""
 WITH up AS (
     INSERT INTO a2a_tasks AS t (agent_id, task_id, context_id, state, status_message,
@@ -104,7 +123,7 @@ WITH up AS (
     SELECT id, 1, 'task_created', NULL, state, $7, $9 FROM up WHERE inserted
 )
 SELECT id, state, inserted,
-    CASE WHEN inserted THEN pg_notify('{EVENTS_CHANNEL}', id::text) END AS notified
+    CASE WHEN inserted THEN {notify_sql("up.id")} END AS notified
 FROM up
 """
 
@@ -165,7 +184,7 @@ WITH {_OUTCOME_UPDATE}, event AS (
     INSERT INTO a2a_task_events (task, seq, type, previous_state, new_state, actor, data)
     SELECT row_id, last_seq, $7, previous, state, $8, $9 FROM upd
 )
-SELECT upd.*, pg_notify('{EVENTS_CHANNEL}', upd.row_id::text) AS notified FROM upd
+SELECT upd.*, {notify_sql("upd.row_id")} AS notified FROM upd
 """
 
 # The same outcome without its event: used when the event write itself failed.

@@ -98,14 +98,21 @@ def seqs(got: list[Event]) -> list[int]:
     return [int(e.id or 0) for e in got]
 
 
-LISTENER = "datname = current_database() AND query LIKE 'LISTEN%'"
+# A gateway's listener connection: its last statement was its LISTEN or kept its interest rows.
+LISTENER = (
+    "datname = current_database()"
+    " AND (query LIKE 'LISTEN%' OR query ~ '^(INSERT INTO|DELETE FROM) a2a_stream_interest ')"
+)
 
 
 async def listening(db: asyncpg.Connection, within_s: float = 20) -> None:
-    """Wait until a gateway's listener connection has issued its LISTEN."""
+    """Wait until a gateway's listener connection LISTENs with interest in a task recorded."""
     async with asyncio.timeout(within_s):
         while True:
-            if await db.fetchval(f"SELECT count(*) FROM pg_stat_activity WHERE {LISTENER}"):
+            if await db.fetchval(
+                f"SELECT count(*) FROM pg_stat_activity WHERE {LISTENER}"
+                " AND EXISTS (SELECT 1 FROM a2a_stream_interest)"
+            ):
                 return
             await asyncio.sleep(0.05)
 

@@ -353,22 +353,36 @@ async def notifications(database_url: str) -> AsyncIterator[asyncio.Queue[str]]:
         await conn.close()
 
 
+async def interest(db: asyncpg.Connection, row_id: uuid.UUID) -> None:
+    """Make a stream (of some process) wait on the task, so its events notify."""
+    await db.execute(
+        "INSERT INTO a2a_stream_interest (task, process, expires_at)"
+        " VALUES ($1, gen_random_uuid(), now() + interval '1 hour')",
+        row_id,
+    )
+
+
 async def test_every_event_writer_notifies_listeners_with_the_task(
     db: asyncpg.Connection, task_row: uuid.UUID, notifications: asyncio.Queue[str]
 ) -> None:
+    await interest(db, task_row)
     agent = await db.fetchval("SELECT agent_id FROM a2a_tasks WHERE id = $1", task_row)
     await append_event(db, task_row, "task_continued", "working", "working", "g", {})
     await record_outcome(db, task_row, state="working", event="task_continued", actor="g", data={})
     await record_update(db, task_row, status("input-required"), source="stream", actor="g")
+    # A task created just now has no stream waiting on it yet: its first event notifies nobody.
     await record_new_task(db, agent, AgentTask("T2", None, "working", None, []), "alice", None, {})
-    new_row = await db.fetchval("SELECT id FROM a2a_tasks WHERE task_id = 'T2'")
+    await append_event(db, task_row, "task_continued", "input-required", "working", "g", {})
+    # Notifications arrive in commit order: one for T2 would come before the last.
     got = [await asyncio.wait_for(notifications.get(), 5) for _ in range(4)]
-    assert got == [str(task_row)] * 3 + [str(new_row)]
+    assert got == [str(task_row)] * 4
+    assert notifications.empty()
 
 
 async def test_an_update_that_changes_nothing_notifies_nobody(
     db: asyncpg.Connection, task_row: uuid.UUID, notifications: asyncio.Queue[str]
 ) -> None:
+    await interest(db, task_row)
     await record_update(db, task_row, status("working"), source="poll", actor="g")
     await append_event(db, task_row, "task_continued", "working", "working", "g", {})
     assert await asyncio.wait_for(notifications.get(), 5) == str(task_row)

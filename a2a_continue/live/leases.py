@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 from a2a_continue.db import Conn, Record
-from a2a_continue.tasks import EVENTS_CHANNEL, TERMINAL_SQL
+from a2a_continue.tasks import TERMINAL_SQL, notify_sql
 
 LIVE_SQL = f"""t.state NOT IN {TERMINAL_SQL}
     AND (t.state IN ('submitted', 'working') OR t.watch_past IS NOT NULL)"""
@@ -99,7 +99,7 @@ WITH gone AS (
     SELECT id, last_seq, 'task_watch_failed', state, state, $3, $4 FROM gone
     RETURNING task, seq
 )
-SELECT seq, pg_notify('{EVENTS_CHANNEL}', task::text) AS notified FROM failed
+SELECT seq, {notify_sql("failed.task")} AS notified FROM failed
 """
 
 FORGET_PAST = "UPDATE a2a_tasks SET watch_past = NULL WHERE id = $1 AND watch_token = $2"

@@ -15,7 +15,7 @@ from a2a_continue.a2a import protocol
 from a2a_continue.a2a.protocol import JSON, ProtocolError
 from a2a_continue.db import Conn, Record
 from a2a_continue.errors import NotFound
-from a2a_continue.tasks import EVENTS_CHANNEL, TASK_COLUMNS, TERMINAL_SQL
+from a2a_continue.tasks import TASK_COLUMNS, TERMINAL_SQL, notify_sql
 
 SOURCES = frozenset({"stream", "subscribe", "poll", "refresh"})
 
@@ -297,7 +297,7 @@ WITH upd AS (
     INSERT INTO a2a_task_events (task, seq, type, previous_state, new_state, actor, data)
     SELECT row_id, last_seq, $5, $6, state, $7, $8 FROM upd
 )
-SELECT upd.*, pg_notify('{EVENTS_CHANNEL}', upd.row_id::text) AS notified FROM upd
+SELECT upd.*, {notify_sql("upd.row_id")} AS notified FROM upd
 """
 
 
