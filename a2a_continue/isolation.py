@@ -66,7 +66,7 @@ class Slot:
 
 def agent_session(settings: Settings) -> aiohttp.ClientSession:
     """The outbound session: the connector never queues (calls are bounded per agent
-    instead), and every name it resolves passes the network guard.
+    instead), every name it resolves passes the network guard, and it keeps no cookies.
 
     Literal addresses skip the resolver, so each call site checks its URL first
     (``netguard.check_call_url``); each also bounds its own call, so the session sets no
@@ -76,5 +76,9 @@ def agent_session(settings: Settings) -> aiohttp.ClientSession:
         limit=0, limit_per_host=0, resolver=GuardedResolver(settings.agent_networks)
     )
     return aiohttp.ClientSession(
-        connector=connector, timeout=aiohttp.ClientTimeout(total=None, sock_connect=None)
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=None),
+        # The session serves every caller: a cookie one agent answer sets must never ride
+        # along on another caller's call.
+        cookie_jar=aiohttp.DummyCookieJar(),
     )

@@ -9,6 +9,7 @@ from typing import Any
 import aiohttp
 import asyncpg
 import msgspec
+from aiohttp import web
 
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings
@@ -105,3 +106,21 @@ async def test_a_hundred_hung_calls_to_one_agent_do_not_queue_another_agent_on_i
 
     assert fine.status == 200, fine.raw
     assert {r.status for r in answered} == {200}
+
+
+async def test_a_cookie_an_agent_sets_is_not_sent_on_later_calls(
+    client: Client, fake_agent: StartFake
+) -> None:
+    async def set_cookie(request: JSON) -> Any:
+        answer = web.json_response(rpc_result(request, task_v10(f"T-{request['id']}", "completed")))
+        answer.set_cookie("session", "caller-a-secret")
+        return answer
+
+    fake = await fake_agent(set_cookie)
+    # By name: aiohttp's default jar keeps no cookies of hosts given as addresses.
+    agent = await register(client, fake.url.replace("127.0.0.1", "localhost"))
+    for _ in range(2):
+        r = await client.call("POST", f"/v1/a2a/{agent}/messages", {"text": "hi"})
+        assert r.status == 200, r.raw
+    assert len(fake.headers) == 2
+    assert "Cookie" not in fake.headers[1]
