@@ -26,6 +26,7 @@ from a2a_continue.auth import mint_token
 from a2a_continue.db import migrate_url
 from a2a_continue.secrets import new_key
 from a2a_continue.settings import Settings
+from a2a_continue.tasks import EVENTS_CHANNEL
 from tests.sdk_agent import SdkAgent, run_sdk_agent
 from tests.servers import serve_aiohttp, serve_asgi
 
@@ -236,6 +237,18 @@ async def fake_agent() -> AsyncIterator[Callable[[Handler], Awaitable[FakeAgent]
             return agent
 
         yield start
+
+
+@pytest.fixture
+async def notifications(database_url: str) -> AsyncIterator[asyncio.Queue[str]]:
+    """What a connection LISTENing on the events channel receives."""
+    conn = await asyncpg.connect(database_url)
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    await conn.add_listener(EVENTS_CHANNEL, lambda _c, _p, _ch, payload: queue.put_nowait(payload))
+    try:
+        yield queue
+    finally:
+        await conn.close()
 
 
 @pytest.fixture

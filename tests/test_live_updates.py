@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -24,7 +23,7 @@ from a2a_continue.live.updates import (
     record_update,
     update_from_task,
 )
-from a2a_continue.tasks import EVENTS_CHANNEL, append_event, record_new_task, record_outcome
+from a2a_continue.tasks import append_event, record_new_task, record_outcome
 
 JSON = dict[str, Any]
 
@@ -340,17 +339,6 @@ async def test_an_unknown_source_is_refused(db: asyncpg.Connection, task_row: uu
 
 
 # ---- notifications ------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def notifications(database_url: str) -> AsyncIterator[asyncio.Queue[str]]:
-    conn = await asyncpg.connect(database_url)
-    queue: asyncio.Queue[str] = asyncio.Queue()
-    await conn.add_listener(EVENTS_CHANNEL, lambda _c, _p, _ch, payload: queue.put_nowait(payload))
-    try:
-        yield queue
-    finally:
-        await conn.close()
 
 
 async def interest(db: asyncpg.Connection, row_id: uuid.UUID) -> None:

@@ -14,7 +14,7 @@ import pytest
 from a2a_continue.live import leases
 from a2a_continue.live.hub import Hub
 from a2a_continue.live.updates import STATUS, Update, record_update
-from a2a_continue.tasks import EVENTS_CHANNEL, append_event, record_outcome
+from a2a_continue.tasks import append_event, record_outcome
 from tests.test_db import insert_agent
 
 APP = "a2ac-interest-test"
@@ -51,18 +51,6 @@ async def eventually(check: Callable[[], Awaitable[bool]], within_s: float = 10)
     while not await check():
         assert time.monotonic() < deadline, "the condition never held"
         await asyncio.sleep(0.02)
-
-
-@pytest.fixture
-async def notifications(database_url: str) -> AsyncIterator[asyncio.Queue[str]]:
-    """What a connection LISTENing on the events channel receives."""
-    conn = await asyncpg.connect(database_url)
-    queue: asyncio.Queue[str] = asyncio.Queue()
-    await conn.add_listener(EVENTS_CHANNEL, lambda _c, _p, _ch, payload: queue.put_nowait(payload))
-    try:
-        yield queue
-    finally:
-        await conn.close()
 
 
 async def write_with_every_writer(db: asyncpg.Connection, row_id: uuid.UUID) -> None:
