@@ -8,8 +8,11 @@ Each path is measured at concurrency 1 and 16 after a warm-up:
 - proxy: the same request through the bare pass-through;
 - follow-up and start: the gateway's routes.
 The CPU per request of the gateway (its workers included) and of the proxy comes from
-/proc/<pid>/stat. Ratios within
-one run hold on a noisy machine where absolute milliseconds do not. Usage:
+/proc/<pid>/stat, PostgreSQL's from its processes' (every ``postgres`` process on the machine)
+and the whole machine's from /proc/stat: the last bounds the throughput the cores allow.
+``A2AC_BENCH_SQL`` runs statements on the database before the gateway starts (experiments:
+a setting, an index). Ratios within one run hold on a noisy machine where absolute
+milliseconds do not. Usage:
     python bench/continue_bench.py [--requests 2000] [--warmup 200] [--workers 1] [--quick]
 """
 
@@ -158,6 +161,12 @@ def database_cpu_seconds() -> float:
     return total
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds every core of the machine spent busy (not idle, not waiting on disk)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / TICKS
+
+
 def send_request(task_id: str) -> bytes:
     """The 1.0 follow-up a client would send the agent itself."""
     message = {
@@ -258,12 +267,13 @@ async def measure(
                     continue
                 await timed(warmup, c, call)
                 pid = proxy_pid if name == "proxy" else gateway_pid
-                cpu, db = cpu_seconds(pid), database_cpu_seconds()
+                cpu, db, busy = cpu_seconds(pid), database_cpu_seconds(), machine_busy_seconds()
                 began = time.perf_counter()
                 latencies = sorted(await timed(n, c, call))
                 wall = time.perf_counter() - began
                 cpu = cpu_seconds(pid) - cpu
                 db = database_cpu_seconds() - db
+                busy = machine_busy_seconds() - busy
                 rows.append(
                     {
                         "path": name,
@@ -273,6 +283,7 @@ async def measure(
                         "p99": percentile(latencies, 0.99),
                         "cpu": cpu * 1000 / n if name != "direct" else None,
                         "db": db * 1000 / n,
+                        "machine": busy * 1000 / n,
                     }
                 )
                 print(_line(rows[-1]), flush=True)
@@ -283,7 +294,7 @@ def _line(row: dict[str, Any]) -> str:
     cpu = f"{row['cpu']:6.3f}" if row["cpu"] is not None else "     -"
     return (
         f"| {row['path']:9s} | {row['c']:2d} | {row['rps']:7.0f} | {row['p50']:6.3f} "
-        f"| {row['p99']:6.3f} | {cpu} | {row['db']:6.3f} |"
+        f"| {row['p99']:6.3f} | {cpu} | {row['db']:6.3f} | {row['machine']:6.3f} |"
     )
 
 
@@ -302,6 +313,13 @@ def report(rows: list[dict[str, Any]]) -> None:
     print(f"gateway CPU per follow-up, c=1:      {by['follow-up', 1]['cpu']:.3f} ms")
     print(f"gateway CPU per start, c=16:         {by['start', 16]['cpu']:.3f} ms")
     print(f"proxy CPU per request, c=16:         {by['proxy', 16]['cpu']:.3f} ms")
+    follow = by["follow-up", 16]
+    cores = os.cpu_count() or 1
+    print(f"PostgreSQL CPU per follow-up, c=16:  {follow['db']:.3f} ms")
+    print(
+        f"machine CPU per follow-up, c=16:     {follow['machine']:.3f} ms "
+        f"(all processes; {cores} cores allow at most {cores * 1000 / follow['machine']:.0f}/s)"
+    )
 
 
 # ---- orchestration ------------------------------------------------------------------------
@@ -413,8 +431,11 @@ def main() -> None:
         print(f"gateway pid {gateway.pid}", file=sys.stderr, flush=True)
         print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}, {os.cpu_count()} cores, "
               f"{args.requests} requests per point, gateway workers: {args.workers}")  # fmt: skip
-        print("| path      |  c |   req/s | p50 ms | p99 ms | CPU ms/req | PostgreSQL CPU ms/req |")
-        print("|---|---|---|---|---|---|---|")
+        print(
+            "| path      |  c |   req/s | p50 ms | p99 ms | CPU ms/req | PostgreSQL CPU ms/req "
+            "| machine CPU ms/req |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
         import uvloop
 
         rows = uvloop.run(
