@@ -54,6 +54,12 @@ def _with_database(url: str, name: str) -> str:
     return urlunsplit(parts._replace(path="/" + name))
 
 
+def with_application_name(url: str, name: str) -> str:
+    """``url`` whose connections show as ``name`` in pg_stat_activity (the URL may already
+    carry a query, e.g. the embedded server's socket directory)."""
+    return f"{url}{'&' if '?' in url else '?'}application_name={name}"
+
+
 async def _create_database(url: str, name: str) -> None:
     conn = await asyncpg.connect(url)
     try:

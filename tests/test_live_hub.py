@@ -12,7 +12,7 @@ import pytest
 
 from a2a_continue.live.hub import Hub
 from a2a_continue.tasks import EVENTS_CHANNEL
-from tests.conftest import dead_url
+from tests.conftest import dead_url, with_application_name
 
 
 async def test_a_notification_wakes_only_the_waiters_of_its_task() -> None:
@@ -58,7 +58,7 @@ class Recording(Hub):
 @pytest.fixture
 async def hub(database_url: str) -> AsyncIterator[Recording]:
     """A started hub over the test database (tagged so a test can find its backend)."""
-    hub = Recording(database_url + "?application_name=a2ac-hub-test", retry_s=0.05)
+    hub = Recording(with_application_name(database_url, "a2ac-hub-test"), retry_s=0.05)
     await hub.start()
     try:
         await asyncio.wait_for(hub.connected.wait(), 10)

@@ -15,6 +15,7 @@ from a2a_continue.live import leases
 from a2a_continue.live.hub import Hub
 from a2a_continue.live.updates import STATUS, Update, record_update
 from a2a_continue.tasks import append_event, record_outcome
+from tests.conftest import with_application_name
 from tests.test_db import insert_agent
 
 APP = "a2ac-interest-test"
@@ -103,7 +104,7 @@ async def start_hub(database_url: str) -> AsyncIterator[StartHub]:
     hubs: list[Hub] = []
 
     async def start(**options: Any) -> Hub:
-        hub = Hub(f"{database_url}?application_name={APP}", retry_s=0.05, **options)
+        hub = Hub(with_application_name(database_url, APP), retry_s=0.05, **options)
         hubs.append(hub)
         await hub.start()
         await asyncio.wait_for(hub.connected.wait(), 10)
