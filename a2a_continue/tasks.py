@@ -98,8 +98,8 @@ async def append_event(
 
 # Insert the task an agent reported, or refresh the caller's own row of it (another caller's
 # row is left alone); a terminal state is never overwritten. A new row starts its log with
-# `task_created` (seq 1) in the same statement. (No stream can wait on a row this statement
-# creates, so that event notifies nobody; it still goes through notify_sql like every writer.)
+# `task_created` (seq 1) in the same statement. That event notifies nobody: no stream can wait
+# on a row the statement creates (see notify_sql).
 RECORD_NEW_TASK = f"""
 WITH up AS (
     INSERT INTO a2a_tasks AS t (agent_id, task_id, context_id, state, status_message,
@@ -122,9 +122,7 @@ WITH up AS (
     INSERT INTO a2a_task_events (task, seq, type, previous_state, new_state, actor, data)
     SELECT id, 1, 'task_created', NULL, state, $7, $9 FROM up WHERE inserted
 )
-SELECT id, state, inserted,
-    CASE WHEN inserted THEN {notify_sql("up.id")} END AS notified
-FROM up
+SELECT id, state, inserted FROM up
 """
 
 
