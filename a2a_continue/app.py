@@ -11,21 +11,22 @@ from typing import Any
 
 from starlette.routing import Route
 
-from a2a_continue import handlers as h
-from a2a_continue import logs, metrics, openapi, telemetry
-from a2a_continue.claims import sweeping_claims
-from a2a_continue.db import HeldConnections, QueryLogger, create_pool
+from a2a_continue.background.sweeps import sweeping_claims
+from a2a_continue.background.watcher import Watcher
+from a2a_continue.core.idempotency import start_sweeper, stop_sweeper
 from a2a_continue.facade import handlers as facade
-from a2a_continue.gateway import Gateway
-from a2a_continue.idempotency import start_sweeper, stop_sweeper
-from a2a_continue.isolation import agent_session
-from a2a_continue.live.hub import Hub
-from a2a_continue.live.streams import Streams
-from a2a_continue.live.watcher import Watcher
-from a2a_continue.middleware import Edge
-from a2a_continue.secrets import Sealer, decode_key
-from a2a_continue.settings import Settings, check_jwt_secret, load_settings
-from a2a_continue.tokens import TokenVerifier
+from a2a_continue.http import handlers as h
+from a2a_continue.http import openapi
+from a2a_continue.http.edge import Edge
+from a2a_continue.http.tokens import TokenVerifier
+from a2a_continue.obs import metrics, telemetry
+from a2a_continue.runtime.call_limits import agent_session
+from a2a_continue.runtime.db import HeldConnections, QueryLogger, create_pool
+from a2a_continue.runtime.gateway import Gateway
+from a2a_continue.runtime.hub import Hub
+from a2a_continue.runtime.open_streams import Streams
+from a2a_continue.runtime.secrets import Sealer, decode_key
+from a2a_continue.settings import Settings, check_jwt_secret
 
 log = logging.getLogger(__name__)
 
@@ -106,17 +107,6 @@ def create_app(
 
     edge = Edge(routes, tokens, lifespan)
     return edge
-
-
-def app_from_env() -> Edge:
-    """Build the gateway of one ``serve --workers N`` worker from the environment."""
-    from a2a_continue.serving import settle_memory
-
-    settings = load_settings()
-    logs.configure(settings.log_format, settings.log_level)
-    app = create_app(settings)
-    settle_memory()
-    return app
 
 
 # How long a stopping gateway gives cancelled requests to release their claims.

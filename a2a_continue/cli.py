@@ -13,19 +13,19 @@ from contextlib import contextmanager, suppress
 
 import msgspec
 
-from a2a_continue import logs
-from a2a_continue.auth import mint_token
-from a2a_continue.db import migrate_url
-from a2a_continue.embedded import EmbeddedUnavailable
-from a2a_continue.secrets import EncryptionKeyError, decode_key, load_or_create_secrets
-from a2a_continue.settings import Settings, SettingsError, check_jwt_secret, load_settings
-from a2a_continue.startup import (
+from a2a_continue.core.callers import mint_token
+from a2a_continue.obs import logs
+from a2a_continue.ops.embedded import EmbeddedUnavailable
+from a2a_continue.ops.startup import (
     StartupError,
     check_database,
     check_port,
     shown_path,
     write_admin_token,
 )
+from a2a_continue.runtime.db import migrate_url
+from a2a_continue.runtime.secrets import EncryptionKeyError, decode_key, load_or_create_secrets
+from a2a_continue.settings import Settings, SettingsError, check_jwt_secret, load_settings
 
 ADMIN = "admin@localhost"
 
@@ -51,7 +51,7 @@ def database(settings: Settings) -> Iterator[Settings]:
     if settings.database_url:
         yield settings
         return
-    from a2a_continue.embedded import embedded_database
+    from a2a_continue.ops.embedded import embedded_database
 
     with embedded_database(settings.data_dir) as url:
         yield msgspec.structs.replace(settings, database_url=url)
@@ -59,7 +59,7 @@ def database(settings: Settings) -> Iterator[Settings]:
 
 def serve(settings: Settings) -> int:
     """Run the gateway until interrupted."""
-    from a2a_continue import serving
+    from a2a_continue.ops import serving
 
     embedded = not settings.database_url
     if embedded:
@@ -191,7 +191,7 @@ def _main(argv: list[str] | None = None) -> int:
     """Run the command line."""
     args = parser().parse_args(argv)
     if args.command == "sample-agent":
-        from a2a_continue.a2a.sample_agent import run_sample_agent
+        from a2a_continue.ops.sample_agent import run_sample_agent
 
         return run_sample_agent(args.host, args.port, args.protocol)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -212,6 +212,6 @@ def _main(argv: list[str] | None = None) -> int:
         return migrate(settings)
     if args.command == "token":
         return token(settings, args)
-    from a2a_continue.demo import run_demo
+    from a2a_continue.ops.demo import run_demo
 
     return run_demo()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 from collections.abc import Mapping
@@ -9,7 +10,16 @@ from pathlib import Path
 
 import msgspec
 
-from a2a_continue.netguard import Network, parse_networks
+# An allowed network of ``A2AC_AGENT_NETWORKS`` (read here, enforced by the address guard).
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def parse_networks(text: str) -> tuple[Network, ...]:
+    """Read a comma-separated list of CIDRs (the ``A2AC_AGENT_NETWORKS`` setting)."""
+    return tuple(
+        ipaddress.ip_network(item.strip(), strict=False) for item in text.split(",") if item.strip()
+    )
+
 
 MIB = 1024 * 1024
 

@@ -332,7 +332,7 @@ def database() -> Iterator[str]:
     if given:
         yield given
         return
-    from a2a_continue.embedded import embedded_database
+    from a2a_continue.ops.embedded import embedded_database
 
     with (
         tempfile.TemporaryDirectory(prefix="a2ac-bench-") as tmp,
@@ -388,9 +388,9 @@ def main() -> None:
         args.requests, args.warmup = 200, 50
 
     sys.path.insert(0, str(ROOT))
-    from a2a_continue.auth import mint_token
-    from a2a_continue.db import migrate_url
-    from a2a_continue.secrets import new_key
+    from a2a_continue.core.callers import mint_token
+    from a2a_continue.runtime.db import migrate_url
+    from a2a_continue.runtime.secrets import new_key
 
     ports = {name: free_port() for name in ("agent", "gateway", "proxy")}
     urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}

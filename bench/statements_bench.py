@@ -23,10 +23,10 @@ import asyncpg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from a2a_continue.claims import SYSTEM_ACTOR  # noqa: E402
-from a2a_continue.continuation import CLAIM_TASK  # noqa: E402
-from a2a_continue.db import _init_connection, migrate_url  # noqa: E402
-from a2a_continue.tasks import RECORD_OUTCOME  # noqa: E402
+from a2a_continue.background.sweeps import SYSTEM_ACTOR  # noqa: E402
+from a2a_continue.core.continuation import CLAIM_TASK  # noqa: E402
+from a2a_continue.core.tasks import RECORD_OUTCOME  # noqa: E402
+from a2a_continue.runtime.db import _init_connection, migrate_url  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 OWNER = "bench@example.com"
@@ -118,7 +118,7 @@ def main() -> None:
     if given:
         asyncio.run(all_runs(given))
         return
-    from a2a_continue.embedded import embedded_database
+    from a2a_continue.ops.embedded import embedded_database
 
     with (
         tempfile.TemporaryDirectory(prefix="a2ac-bench-") as tmp,

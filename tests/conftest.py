@@ -22,11 +22,11 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from a2a_continue.app import create_app
-from a2a_continue.auth import mint_token
-from a2a_continue.db import migrate_url
-from a2a_continue.secrets import new_key
+from a2a_continue.core.callers import mint_token
+from a2a_continue.runtime.db import migrate_url
+from a2a_continue.runtime.hub import EVENTS_CHANNEL
+from a2a_continue.runtime.secrets import new_key
 from a2a_continue.settings import Settings
-from a2a_continue.tasks import EVENTS_CHANNEL
 from tests.sdk_agent import SdkAgent, run_sdk_agent
 from tests.servers import serve_aiohttp, serve_asgi
 
@@ -83,7 +83,7 @@ def server_url() -> Iterator[str]:
     if given:
         yield given
         return
-    from a2a_continue.embedded import embedded_database
+    from a2a_continue.ops.embedded import embedded_database
 
     with (
         tempfile.TemporaryDirectory(prefix="a2ac-test-") as tmp,

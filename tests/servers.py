@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from a2a_continue.serving import serve_in_loop
+from a2a_continue.ops.serving import serve_in_loop
 
 
 def serve_asgi(app: Any, lifespan: Literal["on", "off"] = "on") -> Any:

@@ -12,8 +12,8 @@ from aiohttp import web
 
 from a2a_continue.a2a.agent_stream import Frame, SseReader, stream_rpc
 from a2a_continue.a2a.downstream import AgentTarget
+from a2a_continue.core.updates import ARTIFACT, STATUS, TASK, parse_frame
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable
-from a2a_continue.live.updates import ARTIFACT, STATUS, TASK, parse_frame
 from tests.conftest import dead_url
 from tests.rpc import message_v03, message_v10
 from tests.sdk_agent import run_sdk_agent

@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from a2a_continue.secrets import Sealer, decode_key
+from a2a_continue.runtime.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings
 from tests.conftest import Client, Response, token
 

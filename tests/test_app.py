@@ -12,8 +12,8 @@ from starlette.requests import Request
 from starlette.responses import Response as StarletteResponse
 from starlette.routing import Route
 
-from a2a_continue import auth
 from a2a_continue.app import ROUTES, create_app
+from a2a_continue.core import callers as auth
 from a2a_continue.settings import Settings
 from tests.conftest import Client, Response, token
 from tests.servers import serve_asgi

@@ -17,7 +17,7 @@ from starlette.responses import Response as StarletteResponse
 from starlette.routing import Route
 
 from a2a_continue.app import ROUTES, create_app
-from a2a_continue.auth import PERMISSIONS, PUBLIC, mint_token
+from a2a_continue.core.callers import PERMISSIONS, PUBLIC, mint_token
 from a2a_continue.settings import Settings
 from tests.conftest import JWT_SECRET, Client, Response, token
 from tests.servers import serve_asgi

@@ -210,12 +210,12 @@ async def test_continue_answers_200_and_stores_state_when_event_write_fails(
     agent = await register_fake(client, fake_agent, two_steps)
     await start(client, agent)
 
-    with caplog.at_level(logging.ERROR, logger="a2a_continue.continuation"):
+    with caplog.at_level(logging.ERROR, logger="a2a_continue.core.continuation"):
         r = await client.call("POST", agent.messages("T1"), {"text": "Paris"})
 
     assert r.status == 200, r.raw
     assert r.headers["A2A-Task-State"] == "auth-required"
-    logged = [rec for rec in caplog.records if rec.name == "a2a_continue.continuation"]
+    logged = [rec for rec in caplog.records if rec.name == "a2a_continue.core.continuation"]
     assert logged and logged[0].levelno == logging.ERROR
     assert logged[0].exc_info is not None
     assert "refuses task_continued" in str(logged[0].exc_info[1])

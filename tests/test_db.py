@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 from a2a_continue.a2a.protocol import CANONICAL_STATES
-from a2a_continue.db import migrate_url, migration_files
+from a2a_continue.runtime.db import migrate_url, migration_files
 from tests.conftest import _create_database, _drop_database, _with_database
 
 # The schema must accept exactly the states the product speaks.

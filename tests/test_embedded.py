@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from a2a_continue import cli
-from a2a_continue.embedded import MISSING
+from a2a_continue.ops.embedded import MISSING
 
 
 @pytest.fixture

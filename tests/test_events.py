@@ -12,7 +12,7 @@ import asyncpg
 import msgspec
 import pytest
 
-from a2a_continue.tasks import append_event
+from a2a_continue.core.tasks import append_event
 from tests.conftest import Client, FakeAgent, Handler
 
 JSON = dict[str, Any]

@@ -11,10 +11,10 @@ import msgspec
 import pytest
 
 from a2a_continue.app import create_app
-from a2a_continue.db import create_pool
 from a2a_continue.errors import DatabaseUnavailable
-from a2a_continue.gateway import Gateway
-from a2a_continue.secrets import Sealer, decode_key
+from a2a_continue.runtime.db import create_pool
+from a2a_continue.runtime.gateway import Gateway
+from a2a_continue.runtime.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings
 from tests.conftest import Client, FakeAgent, Handler, Response, register
 from tests.hardening import JSON, Scripted, rpc_result

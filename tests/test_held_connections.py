@@ -7,7 +7,7 @@ import asyncio
 import asyncpg
 import pytest
 
-from a2a_continue.db import HeldConnections, create_pool
+from a2a_continue.runtime.db import HeldConnections, create_pool
 
 
 async def test_more_callers_than_connections_are_all_served_in_turn(database_url: str) -> None:

@@ -16,12 +16,12 @@ from aiohttp import web
 from starlette.responses import StreamingResponse
 
 from a2a_continue.app import ROUTES, create_app
-from a2a_continue.auth import Caller
-from a2a_continue.db import create_pool
-from a2a_continue.gateway import Gateway
-from a2a_continue.idempotency import idempotent, request_hash, sweep
-from a2a_continue.openapi import build_document
-from a2a_continue.secrets import Sealer, decode_key
+from a2a_continue.core.callers import Caller
+from a2a_continue.core.idempotency import idempotent, request_hash, sweep
+from a2a_continue.http.openapi import build_document
+from a2a_continue.runtime.db import create_pool
+from a2a_continue.runtime.gateway import Gateway
+from a2a_continue.runtime.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings, SettingsError, load_settings
 from tests import test_continue_concurrency as processes
 from tests.conftest import Client, Response, token

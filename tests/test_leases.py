@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from a2a_continue.live import leases
+from a2a_continue.core import leases
 from tests.conftest import Client
 from tests.test_continue import BUSY_TYPE, StartFake, assert_problem, register_fake, rpc_result
 from tests.test_continue import task_body as agent_task

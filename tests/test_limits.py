@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from a2a_continue.app import create_app
-from a2a_continue.auth import mint_token
+from a2a_continue.core.callers import mint_token
 from a2a_continue.limits import MAX_JSON_DEPTH, json_depth
 from a2a_continue.settings import Settings
 from tests.conftest import JWT_SECRET, Client, FakeAgent, Handler, register

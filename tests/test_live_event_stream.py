@@ -14,8 +14,8 @@ import msgspec
 import pytest
 
 from a2a_continue.app import create_app
+from a2a_continue.core.tasks import append_event, record_outcome
 from a2a_continue.settings import Settings
-from a2a_continue.tasks import append_event, record_outcome
 from tests.conftest import Client, register, token
 from tests.servers import serve_asgi
 from tests.test_continue_concurrency import GatewayProcess, session, spawn_gateway

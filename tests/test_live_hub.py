@@ -10,8 +10,7 @@ from collections.abc import AsyncIterator, Callable
 import asyncpg
 import pytest
 
-from a2a_continue.live.hub import Hub
-from a2a_continue.tasks import EVENTS_CHANNEL
+from a2a_continue.runtime.hub import EVENTS_CHANNEL, Hub
 from tests.conftest import dead_url, with_application_name
 
 

@@ -10,7 +10,8 @@ import asyncpg
 import pytest
 
 from a2a_continue.a2a.protocol import AgentTask, ProtocolError
-from a2a_continue.live.updates import (
+from a2a_continue.core.tasks import append_event, record_new_task, record_outcome
+from a2a_continue.core.updates import (
     ARTIFACT,
     ERROR,
     MESSAGE,
@@ -23,7 +24,6 @@ from a2a_continue.live.updates import (
     record_update,
     update_from_task,
 )
-from a2a_continue.tasks import append_event, record_new_task, record_outcome
 
 JSON = dict[str, Any]
 

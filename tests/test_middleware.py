@@ -14,9 +14,9 @@ from starlette.requests import Request
 from starlette.responses import Response as StarletteResponse
 from starlette.routing import Route
 
-from a2a_continue import auth
 from a2a_continue.app import ROUTES, create_app
-from a2a_continue.logs import REQUEST_LOGGER, JsonFormatter, TextFormatter
+from a2a_continue.core import callers as auth
+from a2a_continue.obs.logs import REQUEST_LOGGER, JsonFormatter, TextFormatter
 from a2a_continue.settings import Settings
 from tests.conftest import Client, FakeAgent, Handler, token
 from tests.servers import serve_asgi

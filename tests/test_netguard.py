@@ -18,14 +18,13 @@ from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from a2a_continue.a2a.downstream import AgentAddressRefused, AgentTarget, post_rpc
-from a2a_continue.app import create_app
-from a2a_continue.netguard import (
+from a2a_continue.a2a.netguard import (
     AddressRefused,
     GuardedResolver,
     literal_address,
-    parse_networks,
 )
-from a2a_continue.settings import Settings
+from a2a_continue.app import create_app
+from a2a_continue.settings import Settings, parse_networks
 from tests.conftest import Client, FakeAgent, Handler, register
 from tests.hardening import JSON, Scripted, counts
 from tests.servers import serve_asgi

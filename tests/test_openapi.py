@@ -15,8 +15,8 @@ from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
 
 from a2a_continue.app import ROUTES
-from a2a_continue.auth import PERMISSIONS, PUBLIC
-from a2a_continue.openapi import (
+from a2a_continue.core.callers import PERMISSIONS, PUBLIC
+from a2a_continue.http.openapi import (
     ASSETS_DIR,
     PROBLEM_PREFIX,
     build_document,

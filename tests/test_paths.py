@@ -11,7 +11,7 @@ import pytest
 from multidict import CIMultiDict
 from yarl import URL
 
-from a2a_continue.paths import routing_path
+from a2a_continue.http.paths import routing_path
 from tests.conftest import Client, FakeAgent, Handler, Response, register
 from tests.hardening import Scripted, task_v10
 

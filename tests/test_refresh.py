@@ -7,7 +7,7 @@ from typing import Any
 
 import asyncpg
 
-from a2a_continue.live.refresh import refresh_param
+from a2a_continue.core.refresh import refresh_param
 from tests.conftest import TASK_FIELDS, Client, dead_url, token
 from tests.test_continue import (
     Agent,

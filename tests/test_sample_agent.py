@@ -10,8 +10,8 @@ import pytest
 
 from a2a_continue.a2a.agent_stream import stream_rpc
 from a2a_continue.a2a.downstream import AgentTarget
-from a2a_continue.a2a.sample_agent import start_sample_agent
-from a2a_continue.live.updates import parse_frame
+from a2a_continue.core.updates import parse_frame
+from a2a_continue.ops.sample_agent import start_sample_agent
 from tests.rpc import message_v03, message_v10, rpc
 
 JSON = dict[str, Any]

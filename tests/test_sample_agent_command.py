@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from a2a_continue.a2a.sample_agent import sample_card
+from a2a_continue.ops.sample_agent import sample_card
 
 CLI = (sys.executable, "-m", "a2a_continue", "sample-agent")
 

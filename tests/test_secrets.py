@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cryptography.exceptions import InvalidTag
 
-from a2a_continue.secrets import (
+from a2a_continue.runtime.secrets import (
     EncryptionKeyError,
     Sealer,
     decode_key,

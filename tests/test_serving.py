@@ -17,8 +17,8 @@ import asyncpg
 import msgspec
 import pytest
 
-from a2a_continue.auth import mint_token
-from a2a_continue.secrets import new_key
+from a2a_continue.core.callers import mint_token
+from a2a_continue.runtime.secrets import new_key
 from tests.conftest import JWT_SECRET, Client, FakeAgent, Handler, register
 from tests.test_cli import free_port
 

@@ -15,8 +15,8 @@ from aiohttp import web
 
 from a2a_continue.a2a.protocol import AgentTask
 from a2a_continue.app import create_app
+from a2a_continue.core.tasks import record_new_task
 from a2a_continue.settings import Settings
-from a2a_continue.tasks import record_new_task
 from tests.conftest import Client, FakeAgent, Handler, dead_url, register, token
 from tests.sdk_agent import SdkAgent
 from tests.servers import serve_asgi

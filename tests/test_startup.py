@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from a2a_continue.startup import database_name, write_admin_token
+from a2a_continue.ops.startup import database_name, write_admin_token
 from tests.conftest import _with_database
 from tests.test_cli import CLI, clean_env, free_port, ready, run_cli
 

@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 from aiohttp import web
 
-from a2a_continue.telemetry import request_id_of, traceparent_of
+from a2a_continue.obs.telemetry import request_id_of, traceparent_of
 from tests.conftest import Client, FakeAgent, Handler, register
 from tests.servers import serve_aiohttp
 from tests.test_cli import free_port

@@ -19,8 +19,8 @@ from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 from a2a_continue.app import create_app
 from a2a_continue.errors import Unauthorized
+from a2a_continue.http.tokens import TokenVerifier
 from a2a_continue.settings import Settings, SettingsError, load_settings
-from a2a_continue.tokens import TokenVerifier
 from tests.conftest import JWT_SECRET, Client, dead_url
 from tests.servers import serve_aiohttp, serve_asgi
 

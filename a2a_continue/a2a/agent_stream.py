@@ -24,7 +24,7 @@ from a2a_continue.a2a.downstream import (
     no_answer,
 )
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable
-from a2a_continue.netguard import Network
+from a2a_continue.settings import Network
 
 _CHUNK = 64 * 1024
 

@@ -12,10 +12,11 @@ from typing import Any
 import aiohttp
 import msgspec
 
+from a2a_continue.a2a.netguard import AddressRefused, check_call_url, refused_reason
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable
 from a2a_continue.limits import MAX_JSON_DEPTH, TooDeep, check_depth
-from a2a_continue.netguard import AddressRefused, Network, check_call_url, refused_reason
-from a2a_continue.telemetry import outbound_headers
+from a2a_continue.obs.telemetry import outbound_headers
+from a2a_continue.settings import Network
 
 _CHUNK = 64 * 1024
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2a_continue.limits import MAX_ID_CHARS, scrub
-from a2a_continue.telemetry import new_id
+from a2a_continue.obs.telemetry import new_id
 
 JSON = dict[str, Any]
 

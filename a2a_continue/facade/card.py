@@ -5,9 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from a2a_continue.auth import AGENT_VISIBLE, Caller
-from a2a_continue.db import Conn, Record
+from a2a_continue.core.callers import AGENT_VISIBLE, Caller
 from a2a_continue.errors import NotFound
+from a2a_continue.runtime.db import Conn, Record
 
 JSON = dict[str, Any]
 

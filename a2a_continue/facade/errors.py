@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 
+from a2a_continue.core.idempotency import InvalidKey, KeyReused, KeyStreamed
 from a2a_continue.errors import (
     AppError,
     BadRequest,
@@ -15,7 +16,6 @@ from a2a_continue.errors import (
     PayloadTooLarge,
     TaskTerminal,
 )
-from a2a_continue.idempotency import InvalidKey, KeyReused, KeyStreamed
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600

@@ -8,9 +8,9 @@ from starlette.responses import Response
 from a2a_continue.errors import PayloadTooLarge
 from a2a_continue.facade import keys, rpc
 from a2a_continue.facade.card import card_for
+from a2a_continue.facade.context import Call
 from a2a_continue.facade.errors import INVALID_REQUEST
-from a2a_continue.facade.methods import Call
-from a2a_continue.handlers import agent_id_of, caller_of, gateway_of, json_response, read_body
+from a2a_continue.http.handlers import agent_id_of, caller_of, gateway_of, json_response, read_body
 
 
 def public_base(request: Request) -> str:

@@ -9,14 +9,12 @@ client and carries its id.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
-from a2a_continue.idempotency import KeySlot, check_key, idempotent, message_key, request_hash
-
-if TYPE_CHECKING:
-    from a2a_continue.facade.methods import Call
+from a2a_continue.core.idempotency import KeySlot, check_key, idempotent, message_key, request_hash
+from a2a_continue.facade.context import Call
 
 
 def key_of(header: str | None, params: dict[str, Any]) -> str | None:

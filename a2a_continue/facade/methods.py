@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from a2a_continue import continuation, invoke
 from a2a_continue.a2a import protocol
-from a2a_continue.a2a.outbound import exchange
-from a2a_continue.agents import target_of
-from a2a_continue.auth import TASK_VISIBLE, Caller
+from a2a_continue.core import continuation, invoke
+from a2a_continue.core.callers import TASK_VISIBLE
+from a2a_continue.core.exchange import exchange
+from a2a_continue.core.models import ContinueBody, StartBody, TaskOut
+from a2a_continue.core.tasks import find_task, list_tasks
+from a2a_continue.core.updates import record_update, update_from_task
 from a2a_continue.errors import AgentBadAnswer, Invalid, NotCancelable
 from a2a_continue.facade import keys, translate
+from a2a_continue.facade.context import Call
 from a2a_continue.facade.errors import (
     CANCEL_METHODS,
     INVALID_PARAMS,
@@ -23,31 +24,14 @@ from a2a_continue.facade.errors import (
     RpcError,
     from_agent_error,
 )
-from a2a_continue.gateway import Gateway
-from a2a_continue.handlers import forwarded, json_response
-from a2a_continue.live.updates import record_update, update_from_task
-from a2a_continue.models import ContinueBody, StartBody, TaskOut
-from a2a_continue.tasks import find_task, list_tasks
+from a2a_continue.http.handlers import forwarded, json_response
+from a2a_continue.runtime.gateway import target_of
 
 JSON = dict[str, Any]
 
 _GET_METHODS = {"0.3": "tasks/get", "1.0": "GetTask"}
 MAX_PAGE_SIZE = 100
 DEFAULT_PAGE_SIZE = 50
-
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    """One JSON-RPC call to the façade: who, to which agent, in which version."""
-
-    gw: Gateway
-    caller: Caller
-    agent_id: uuid.UUID
-    version: str
-    method: str
-    # The key a retried send is recognised by (Idempotency-Key header, else the client's
-    # messageId, as SPEC §10 allows); the idempotency layer reads it here.
-    idempotency_key: str | None = None
 
 
 class AgentRpcError(Exception):

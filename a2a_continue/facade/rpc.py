@@ -11,9 +11,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from a2a_continue.a2a.protocol import INTERRUPTED_STATES, TERMINAL_STATES
+from a2a_continue.core.idempotency import REPLAYED, Replayed
 from a2a_continue.errors import AppError, Forbidden
 from a2a_continue.facade import methods as m
-from a2a_continue.facade import streams
+from a2a_continue.facade import streaming as streams
+from a2a_continue.facade.context import Call
 from a2a_continue.facade.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -24,7 +26,6 @@ from a2a_continue.facade.errors import (
     RpcError,
     from_app_error,
 )
-from a2a_continue.idempotency import REPLAYED, Replayed
 from a2a_continue.limits import MAX_JSON_DEPTH, TooDeep, check_depth, nul_path
 
 log = logging.getLogger(__name__)
@@ -184,7 +185,7 @@ def resolve(request: Request, parsed: RpcRequest) -> MethodSpec:
     return spec
 
 
-def _failure(call: m.Call, parsed: RpcRequest, exc: Exception) -> Response:
+def _failure(call: Call, parsed: RpcRequest, exc: Exception) -> Response:
     if isinstance(exc, RpcError):
         return rpc_response(parsed.rpc_id, error=exc.render(call.version))
     if isinstance(exc, m.AgentRpcError):
@@ -197,7 +198,7 @@ def _failure(call: m.Call, parsed: RpcRequest, exc: Exception) -> Response:
     return rpc_response(parsed.rpc_id, error=bug.render(call.version))
 
 
-async def dispatch(call: m.Call, spec: MethodSpec, parsed: RpcRequest) -> Response:
+async def dispatch(call: Call, spec: MethodSpec, parsed: RpcRequest) -> Response:
     """Run the method; every refusal becomes a JSON-RPC error in the client's version."""
     if spec.frames is not None:
         return await _open_stream(call, spec, parsed)
@@ -211,7 +212,7 @@ async def dispatch(call: m.Call, spec: MethodSpec, parsed: RpcRequest) -> Respon
     return rpc_response(parsed.rpc_id, result=result)
 
 
-def _replay(call: m.Call, parsed: RpcRequest, kept: Response) -> Response:
+def _replay(call: Call, parsed: RpcRequest, kept: Response) -> Response:
     """Answer a retried send or cancel with its kept answer, marked as a replay."""
     try:
         answer = rpc_response(
@@ -223,7 +224,7 @@ def _replay(call: m.Call, parsed: RpcRequest, kept: Response) -> Response:
     return answer
 
 
-async def _open_stream(call: m.Call, spec: MethodSpec, parsed: RpcRequest) -> Response:
+async def _open_stream(call: Call, spec: MethodSpec, parsed: RpcRequest) -> Response:
     """Answer a stream once its first frame is there; a refusal before it is plain JSON."""
     assert spec.frames is not None
     try:
@@ -248,7 +249,7 @@ async def _open_stream(call: m.Call, spec: MethodSpec, parsed: RpcRequest) -> Re
     return streams.stream_response(call, parsed.rpc_id, spec.final_states, first, frames, slot)
 
 
-def check_permission(call: m.Call, spec: MethodSpec) -> None:
+def check_permission(call: Call, spec: MethodSpec) -> None:
     """The method's permission, checked once the method is known (HTTP 403 otherwise)."""
     if not call.caller.may(spec.permission):
         raise Forbidden(f"the A2A method {call.method!r} needs the {spec.permission!r} permission")

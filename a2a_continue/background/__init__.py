@@ -1,0 +1,1 @@
+"""Loops each process runs beside its requests: the watcher and the sweeps."""

@@ -1,0 +1,333 @@
+"""The watcher: follow the tasks an agent leaves running until they settle, in every process.
+
+Each process runs one watcher (started and stopped in the app's lifespan). It leases live
+tasks (see ``leases``) at start-up, periodically, and right after a send of its own that
+leaves a task live (see ``handover``); it follows each leased task (subscribing when the agent
+streams, else polling ``GetTask`` with back-off), records every change as ``task_updated``,
+and stops at a terminal or interrupted state, when the task is gone, after
+``A2AC_WATCH_MAX_S`` (``watch-expired``) or when the agent no longer knows the task
+(``agent-lost-task``). One statement renews all the leases a process holds; a lease it could
+not renew is given up before it expires, so that two processes never follow one task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from a2a_continue.a2a import protocol
+from a2a_continue.a2a.agent_stream import stream_rpc
+from a2a_continue.a2a.downstream import AgentTarget
+from a2a_continue.core import leases
+from a2a_continue.core.agents import streams
+from a2a_continue.core.snapshots import TASK_NOT_FOUND, ask_agent, status_mark
+from a2a_continue.core.updates import ERROR, MESSAGE, TASK, Update, parse_frame, record_update
+from a2a_continue.errors import (
+    AgentBadAnswer,
+    AgentTimeout,
+    AgentUnreachable,
+    DatabaseUnavailable,
+    NotFound,
+)
+from a2a_continue.obs import metrics
+from a2a_continue.runtime.call_limits import AgentBusy
+from a2a_continue.runtime.db import Record
+from a2a_continue.runtime.gateway import DB_DOWN, Gateway, target_of
+from a2a_continue.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# The actor of the events the watcher writes: no caller asked, the gateway itself looked.
+WATCHER_ACTOR = "a2a-continue"
+
+
+class _Stop(Exception):
+    """The watch ends without a final state: ``reason`` says why (None: the task is gone)."""
+
+    def __init__(self, reason: str | None, detail: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass
+class Watch:
+    """One task this process follows under its lease."""
+
+    row_id: uuid.UUID
+    task_id: str
+    token: uuid.UUID
+    target: AgentTarget
+    streaming: bool
+    past: dict[str, Any] | None
+    remaining_s: float
+    seen: dict[str, Any] | None = None
+
+
+class Watcher:
+    """Follows live tasks under leases; bounded by ``A2AC_WATCH_CONCURRENCY`` per process."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._gw: Gateway | None = None
+        # Task row id → the lease token and the asyncio task following it.
+        self._following: dict[uuid.UUID, tuple[uuid.UUID, asyncio.Task[None]]] = {}
+        self._wake = asyncio.Event()
+        self._loops: list[asyncio.Task[None]] = []
+        self._stopping = False
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    async def start(self, gw: Gateway) -> None:
+        """Start picking up and renewing leases (the first pick-up runs at once)."""
+        self._gw = gw
+        self._loops = [
+            asyncio.create_task(self._pick_up_loop(), name="watcher-pick-up"),
+            asyncio.create_task(self._renew_loop(), name="watcher-renew"),
+        ]
+
+    async def stop(self) -> None:
+        """Stop following and give the leases back, so that another process takes them at once."""
+        self._stopping = True
+        for loop in self._loops:
+            loop.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+        held = {row_id: token for row_id, (token, _) in self._following.items()}
+        following = [task for _, task in self._following.values()]
+        for task in following:
+            task.cancel()
+        await asyncio.gather(*following, return_exceptions=True)
+        if held:
+            try:
+                async with self.gw.connection() as conn:
+                    await leases.release(conn, held)
+            except Exception:
+                log.exception("could not release %d watch leases; they expire instead", len(held))
+
+    @property
+    def gw(self) -> Gateway:
+        """The gateway the watcher runs in."""
+        assert self._gw is not None, "the watcher is not started"
+        return self._gw
+
+    @property
+    def following(self) -> int:
+        """How many tasks this process follows now."""
+        return len(self._following)
+
+    def room(self) -> int:
+        """How many more tasks this process may follow."""
+        return 0 if self._stopping else self.settings.watch_concurrency - len(self._following)
+
+    def nudge(self) -> None:
+        """Pick up free live tasks now rather than at the next period."""
+        self._wake.set()
+
+    # ---- leases -------------------------------------------------------------------------
+
+    async def _pick_up_loop(self) -> None:
+        while True:
+            room = self.room()
+            if room > 0:
+                try:
+                    async with self.gw.connection() as conn:
+                        rows = await leases.pick_up(conn, room, self.settings.watch_lease_s)
+                except Exception as exc:
+                    log.warning("watcher pick-up failed (%s); retrying", type(exc).__name__)
+                    rows = []
+                for row in rows:
+                    self.follow(row)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.settings.watch_pickup_s)
+            self._wake.clear()
+
+    async def _renew_loop(self) -> None:
+        renewed_at = time.monotonic()
+        while True:
+            await asyncio.sleep(self.settings.watch_renew_s)
+            held = {row_id: token for row_id, (token, _) in self._following.items()}
+            if not held:
+                renewed_at = time.monotonic()
+                continue
+            try:
+                async with self.gw.connection() as conn:
+                    kept = await leases.renew(conn, held, self.settings.watch_lease_s)
+            except Exception as exc:
+                log.warning("watch leases not renewed (%s)", type(exc).__name__)
+                # Stop before the leases can expire: another process may take them then.
+                if time.monotonic() - renewed_at + self.settings.watch_renew_s >= (
+                    self.settings.watch_lease_s
+                ):
+                    self._drop(held)
+                continue
+            renewed_at = time.monotonic()
+            self._drop({row_id: token for row_id, token in held.items() if row_id not in kept})
+
+    def _drop(self, lost: dict[uuid.UUID, uuid.UUID]) -> None:
+        """Stop following tasks whose lease is no longer ours (deleted, or taken over)."""
+        for row_id, token in lost.items():
+            entry = self._following.get(row_id)
+            if entry is not None and entry[0] == token:
+                log.info("%s stopped: its lease is gone", entry[1].get_name())
+                entry[1].cancel()
+
+    # ---- following one task ---------------------------------------------------------------
+
+    def follow(self, row: Record) -> None:
+        """Follow a task this process has just leased."""
+        row_id, token = row["row_id"], row["watch_token"]
+        previous = self._following.get(row_id)
+        if previous is not None:
+            previous[1].cancel()
+        task = asyncio.create_task(self._run(row), name=f"watch of task {row['task_id']}")
+        self._following[row_id] = (token, task)
+        metrics.watched_tasks(len(self._following))
+
+    async def _run(self, row: Record) -> None:
+        row_id, token = row["row_id"], row["watch_token"]
+        try:
+            await self._watch(self._watch_of(row))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("watch of task %s failed; its lease is given back", row["task_id"])
+            with contextlib.suppress(Exception):
+                async with self.gw.connection() as conn:
+                    await leases.release(conn, {row_id: token})
+        finally:
+            entry = self._following.get(row_id)
+            if entry is not None and entry[0] == token:
+                del self._following[row_id]
+                metrics.watched_tasks(len(self._following))
+
+    def _watch_of(self, row: Record) -> Watch:
+        return Watch(
+            row_id=row["row_id"],
+            task_id=row["task_id"],
+            token=row["watch_token"],
+            target=target_of(row, self.gw.sealer, self.settings.agent_timeout_s),
+            streaming=streams(row),
+            past=row["watch_past"],
+            remaining_s=self.settings.watch_max_s - (row["watched_s"] or 0.0),
+        )
+
+    async def _watch(self, watch: Watch) -> None:
+        """Follow the task to its end, then end the watch as it went."""
+        try:
+            async with asyncio.timeout(max(watch.remaining_s, 0.0)) as deadline:
+                if not (watch.streaming and await self._subscribe(watch)):
+                    await self._poll(watch)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            await self._give_up(watch, "watch-expired", "the task did not settle in time")
+            return
+        except _Stop as stop:
+            if stop.reason is not None:
+                await self._give_up(watch, stop.reason, stop.detail)
+            return
+        async with self.gw.connection() as conn:
+            await leases.finish(conn, watch.row_id, watch.token)
+
+    async def _give_up(self, watch: Watch, reason: str, detail: str) -> None:
+        log.warning("watch of task %s gave up: %s (%s)", watch.task_id, reason, detail)
+        async with self.gw.connection() as conn:
+            await leases.give_up(
+                conn, watch.row_id, watch.token, WATCHER_ACTOR, {"reason": reason, "detail": detail}
+            )
+
+    async def _subscribe(self, watch: Watch) -> bool:
+        """Follow the agent's stream of the task; False when polling has to take over.
+
+        The agent may refuse the subscription (a JSON-RPC error: some 0.3 agents answer -32001
+        for a task that exists but is not running), fail, or close the stream before the task
+        settles; the watch then polls. A subscription takes none of the agent's call slots
+        (``A2AC_AGENT_CONCURRENCY``): it is mostly idle, bounded by the watcher's own
+        concurrency, and must not starve callers; each poll takes one, like any call.
+        """
+        target = watch.target
+        payload = protocol.build_subscribe_request(
+            target.protocol_version, protocol.new_rpc_id(), watch.task_id
+        )
+        max_bytes = self.settings.max_agent_response_bytes
+        try:
+            async with contextlib.aclosing(
+                stream_rpc(
+                    self.gw.session, target, payload, max_bytes, self.settings.agent_networks
+                )
+            ) as frames:
+                async for frame in frames:
+                    update = parse_frame(frame.body)
+                    if update.kind == ERROR:
+                        log.info(
+                            "watch of task %s: subscription refused (%s); polling",
+                            watch.task_id,
+                            update.error_code,
+                        )
+                        return False
+                    if update.task_id not in (None, watch.task_id) or update.kind == MESSAGE:
+                        continue
+                    if await self.observe(watch, update, "subscribe") is None:
+                        return True
+        except (AgentTimeout, AgentUnreachable, AgentBadAnswer, protocol.ProtocolError) as exc:
+            log.info("watch of task %s: subscription ended (%s); polling", watch.task_id, exc)
+            return False
+        log.info("watch of task %s: the agent closed its stream early; polling", watch.task_id)
+        return False
+
+    async def _poll(self, watch: Watch) -> None:
+        """Ask the agent with ``GetTask`` until the task settles, backing off between asks."""
+        base, cap = self.settings.watch_poll_base_s, self.settings.watch_poll_max_s
+        delay = base
+        while True:
+            await asyncio.sleep(delay)
+            moved = await self._poll_once(watch)
+            if moved is None:
+                return
+            delay = base if moved else min(delay * 2, cap)
+
+    async def _poll_once(self, watch: Watch) -> bool | None:
+        """Ask once; None when the task settled, else whether the agent reported a change."""
+        try:
+            update = await ask_agent(self.gw, watch.target, watch.task_id)
+        except (AgentTimeout, AgentUnreachable, AgentBadAnswer, AgentBusy) as error:
+            log.warning("watch of task %s: %s", watch.task_id, error.detail)
+            return False
+        if update.kind == ERROR and update.error_code == TASK_NOT_FOUND:
+            raise _Stop("agent-lost-task", f"the agent answered GetTask with {TASK_NOT_FOUND}")
+        if update.kind != TASK or update.task_id != watch.task_id:
+            what = f"error {update.error_code}" if update.kind == ERROR else "another answer"
+            log.warning("watch of task %s: the agent answered GetTask with %s", watch.task_id, what)
+            return False
+        return await self.observe(watch, update, "poll")
+
+    async def observe(self, watch: Watch, update: Update, source: str) -> bool | None:
+        """Record what the agent reports; None when the watch is over, else whether it moved."""
+        try:
+            async with self.gw.connection() as conn:
+                applied = await record_update(
+                    conn, watch.row_id, update, source=source, actor=WATCHER_ACTOR
+                )
+        except NotFound:
+            raise _Stop(None) from None
+        except (DatabaseUnavailable, *DB_DOWN) as exc:
+            log.warning("watch of task %s: not recorded (%s)", watch.task_id, type(exc).__name__)
+            return False
+        if protocol.is_terminal_task_state(applied.state):
+            return None
+        if update.state is None:
+            return applied.seq is not None
+        mark = status_mark(update)
+        moved, watch.seen = mark != watch.seen, mark
+        if watch.past is not None:
+            if mark == watch.past:
+                return False  # still the status the send was answered with
+            watch.past = None
+            async with self.gw.connection() as conn:
+                await leases.forget_past(conn, watch.row_id, watch.token)
+        return None if protocol.is_interrupted_task_state(update.state) else moved

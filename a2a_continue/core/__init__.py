@@ -1,0 +1,1 @@
+"""What the gateway does: each use case beside its SQL."""

@@ -1,0 +1,274 @@
+"""Registering an agent from its agent card: fetch the card, pick its JSON-RPC interface."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import aiohttp
+import msgspec
+from msgspec import UNSET
+
+from a2a_continue.a2a.downstream import auth_headers
+from a2a_continue.a2a.netguard import AddressRefused, check_call_url, refused_reason
+from a2a_continue.core.agents import visible_agent_row
+from a2a_continue.core.callers import Caller
+from a2a_continue.core.models import AgentAuth, AgentCreate, AgentPatch, Capabilities
+from a2a_continue.errors import Forbidden, Invalid
+from a2a_continue.runtime.gateway import Gateway
+from a2a_continue.settings import Network
+
+JSON = dict[str, Any]
+
+CARD_PATH = "/.well-known/agent-card.json"
+MAX_CARD_BYTES = 1024 * 1024
+NAME_MAX = 200
+_CHUNK = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class CardFacts:
+    """What a registration takes from an agent card."""
+
+    endpoint_url: str
+    protocol_version: str
+    name: str | None
+    capabilities: Capabilities
+    card: JSON
+
+
+def _refuse(msg: str) -> Invalid:
+    return Invalid([{"loc": "$.cardUrl", "msg": msg}])
+
+
+def card_location(url: str) -> str:
+    """The card's URL: ``url`` itself when it names a card, else ``url`` + the well-known path.
+
+    A URL names a card when its path ends in ``.json`` or passes through ``/.well-known/``.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise _refuse("must be an absolute http(s) URL")
+    if parts.username or parts.password:
+        raise _refuse("must not carry credentials; put them in 'auth'")
+    if parts.path.endswith(".json") or "/.well-known/" in parts.path:
+        return url
+    return parts._replace(path=parts.path.rstrip("/") + CARD_PATH).geturl()
+
+
+async def fetch_card(
+    session: aiohttp.ClientSession,
+    url: str,
+    auth: JSON | None,
+    timeout_s: float,
+    networks: Sequence[Network] = (),
+) -> Any:
+    """GET the card at ``url`` with the agent's credentials; refuse with a 422 saying why."""
+    headers = {"Accept": "application/json", **auth_headers(auth)}
+    fetch = f"the agent card could not be fetched from {url}"
+    try:
+        check_call_url(url, networks)
+        async with (
+            asyncio.timeout(timeout_s),
+            session.get(url, headers=headers, allow_redirects=False) as response,
+        ):
+            if not 200 <= response.status < 300:
+                raise _refuse(f"{fetch}: it answered HTTP {response.status}")
+            raw = await _read_capped(response, fetch)
+    except TimeoutError:
+        raise _refuse(f"{fetch}: no answer within {timeout_s:g} s") from None
+    except AddressRefused as exc:
+        raise _refuse(f"{fetch}: its address is refused ({exc})") from None
+    except aiohttp.ClientError as exc:
+        reason = refused_reason(exc)
+        if reason is not None:
+            raise _refuse(f"{fetch}: its address is refused ({reason})") from None
+        # The exception text may carry request details; name only its kind.
+        raise _refuse(f"{fetch}: connection failed ({type(exc).__name__})") from None
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        raise _refuse(f"the agent card at {url} is not JSON") from None
+
+
+async def _read_capped(response: aiohttp.ClientResponse, fetch: str) -> bytes:
+    too_large = f"{fetch}: it is larger than {MAX_CARD_BYTES} bytes"
+    if response.content_length is not None and response.content_length > MAX_CARD_BYTES:
+        raise _refuse(too_large)
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await response.content.read(_CHUNK):
+        size += len(chunk)
+        if size > MAX_CARD_BYTES:
+            raise _refuse(too_large)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _version(declared: object, default: str) -> str | None:
+    """Map an interface's protocolVersion to the wire the gateway speaks, or None."""
+    if declared is None or declared == "":
+        return default
+    text = str(declared)
+    if text == "1" or text.startswith("1."):
+        return "1.0"
+    if text.startswith(("0.3", "0.2")):
+        return "0.3"
+    return None
+
+
+def _usable(url: object, card_url: str) -> str | None:
+    if not isinstance(url, str) or not url:
+        return None
+    absolute = urljoin(card_url, url)
+    parts = urlsplit(absolute)
+    ok = parts.scheme in ("http", "https") and parts.hostname
+    return absolute if ok else None
+
+
+def pick_interface(card: JSON, card_url: str) -> tuple[str, str] | None:
+    """The card's JSON-RPC endpoint and version: 1.0 ``supportedInterfaces`` first, then 0.3.
+
+    Among ``supportedInterfaces``, a JSON-RPC interface of version 1.x wins over one of 0.3;
+    without any, a 0.3 card's ``url`` (when its ``preferredTransport`` is JSON-RPC, the 0.3
+    default) or its first JSON-RPC ``additionalInterfaces`` entry is used.
+    """
+    found: dict[str, str] = {}
+    interfaces = card.get("supportedInterfaces")
+    for entry in interfaces if isinstance(interfaces, list) else []:
+        if not isinstance(entry, dict) or str(entry.get("protocolBinding", "")).upper() != (
+            "JSONRPC"
+        ):
+            continue
+        version = _version(entry.get("protocolVersion"), "1.0")
+        url = _usable(entry.get("url"), card_url)
+        if version is not None and url is not None:
+            found.setdefault(version, url)
+    for version in ("1.0", "0.3"):
+        if version in found:
+            return found[version], version
+    if str(card.get("preferredTransport") or "JSONRPC").upper() == "JSONRPC":
+        url = _usable(card.get("url"), card_url)
+        if url is not None:
+            return url, "0.3"
+    extra = card.get("additionalInterfaces")
+    for entry in extra if isinstance(extra, list) else []:
+        if isinstance(entry, dict) and str(entry.get("transport", "")).upper() == "JSONRPC":
+            url = _usable(entry.get("url"), card_url)
+            if url is not None:
+                return url, "0.3"
+    return None
+
+
+def _capabilities(card: JSON) -> Capabilities:
+    declared = card.get("capabilities")
+    declared = declared if isinstance(declared, dict) else {}
+    return Capabilities(
+        streaming=declared.get("streaming") is True,
+        push_notifications=declared.get("pushNotifications") is True,
+    )
+
+
+def read_card(card: Any, card_url: str) -> CardFacts:
+    """Take what a registration needs from a fetched card; refuse a card without JSON-RPC."""
+    if not isinstance(card, dict):
+        raise _refuse(f"the agent card at {card_url} is not a JSON object")
+    picked = pick_interface(card, card_url)
+    if picked is None:
+        raise _refuse(f"the agent card at {card_url} offers no JSON-RPC interface (A2A 1.0 or 0.3)")
+    name = card.get("name")
+    return CardFacts(
+        endpoint_url=picked[0],
+        protocol_version=picked[1],
+        name=name.strip()[:NAME_MAX] or None if isinstance(name, str) else None,
+        capabilities=_capabilities(card),
+        card=card,
+    )
+
+
+async def load_card(gw: Gateway, card_url: str, auth: JSON | None, timeout_s: float) -> CardFacts:
+    """Fetch and read the card named by ``card_url`` (a card URL or the agent's base URL)."""
+    url = card_location(card_url)
+    networks = gw.settings.agent_networks
+    return read_card(await fetch_card(gw.session, url, auth, timeout_s, networks), url)
+
+
+def _auth_dict(auth: AgentAuth | None) -> JSON | None:
+    return None if auth is None else msgspec.to_builtins(auth)
+
+
+async def resolve_create(gw: Gateway, body: AgentCreate) -> tuple[AgentCreate, JSON | None]:
+    """Complete a registration: from its card when it names ``cardUrl``; return the card too."""
+    if body.card_url is None:
+        missing = [
+            {"loc": f"$.{field}", "msg": "required unless 'cardUrl' is given"}
+            for field, value in (
+                ("name", body.name),
+                ("endpointUrl", body.endpoint_url),
+                ("protocolVersion", body.protocol_version),
+            )
+            if value is None
+        ]
+        if missing:
+            raise Invalid(missing)
+        return body, None
+    _refuse_with_card(body.endpoint_url, body.protocol_version)
+    timeout = body.timeout_seconds or gw.settings.agent_timeout_s
+    facts = await load_card(gw, body.card_url, _auth_dict(body.auth), timeout)
+    name = body.name or facts.name
+    if name is None:
+        raise Invalid([{"loc": "$.name", "msg": "the agent card names no agent; give a name"}])
+    return (
+        msgspec.structs.replace(
+            body,
+            name=name,
+            endpoint_url=facts.endpoint_url,
+            protocol_version=facts.protocol_version,
+            capabilities=facts.capabilities,
+        ),
+        facts.card,
+    )
+
+
+def _refuse_with_card(endpoint_url: object, protocol_version: object) -> None:
+    clash = [
+        {"loc": f"$.{field}", "msg": "give either 'cardUrl' or this, not both"}
+        for field, value in (("endpointUrl", endpoint_url), ("protocolVersion", protocol_version))
+        if value is not None and value is not UNSET
+    ]
+    if clash:
+        raise Invalid(clash)
+
+
+async def resolve_patch(
+    gw: Gateway, caller: Caller, agent_id: uuid.UUID, patch: AgentPatch
+) -> tuple[AgentPatch, JSON | None]:
+    """Refetch the card when a change names ``cardUrl``; return the completed change and card."""
+    if patch.card_url is UNSET:
+        return patch, None
+    _refuse_with_card(patch.endpoint_url, patch.protocol_version)
+    async with gw.connection() as conn:
+        row = await visible_agent_row(conn, caller, agent_id)
+    if row["owner"] != caller.sub and not caller.is_admin:
+        raise Forbidden("only the agent's owner or an admin may change it")
+    if isinstance(patch.auth, AgentAuth) or patch.auth is None:
+        auth = _auth_dict(patch.auth)
+    else:
+        sealed = row["auth_sealed"]
+        opened = gw.sealer.open(sealed, row["agent_id"].bytes) if sealed is not None else None
+        auth = opened if isinstance(opened, dict) else None
+    timeout = patch.timeout_seconds if isinstance(patch.timeout_seconds, float) else None
+    timeout = timeout or row["timeout_seconds"] or gw.settings.agent_timeout_s
+    facts = await load_card(gw, patch.card_url, auth, timeout)
+    changes: dict[str, Any] = {
+        "endpoint_url": facts.endpoint_url,
+        "protocol_version": facts.protocol_version,
+        "capabilities": facts.capabilities,
+    }
+    if patch.name is UNSET and facts.name is not None:
+        changes["name"] = facts.name
+    return msgspec.structs.replace(patch, **changes), facts.card

@@ -1,0 +1,353 @@
+"""Continue a task: one follow-up at a time, with the gateway owning the binding."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from a2a_continue.a2a import protocol
+from a2a_continue.a2a.downstream import AgentTarget
+from a2a_continue.background.sweeps import EXPIRED_DATA, SYSTEM_ACTOR
+from a2a_continue.core.callers import TASK_VISIBLE, Caller
+from a2a_continue.core.exchange import (
+    Forwarded,
+    check_role,
+    exchange,
+    outgoing_message,
+    send_payload,
+)
+from a2a_continue.core.handover import after_send, returns_immediately
+from a2a_continue.core.idempotency import KeySlot, key_cte
+from a2a_continue.core.models import ContinueBody, Message, check_send_body
+from a2a_continue.core.tasks import TERMINAL_SQL, record_new_task, record_outcome
+from a2a_continue.errors import (
+    AgentBadAnswer,
+    AgentTimeout,
+    AgentUnreachable,
+    AppError,
+    BadRequest,
+    NotFound,
+    TaskBusy,
+    TaskTerminal,
+)
+from a2a_continue.obs import metrics
+from a2a_continue.runtime.db import Conn, Record
+from a2a_continue.runtime.gateway import Gateway
+
+log = logging.getLogger(__name__)
+
+# Find the visible task and, in the same statement, claim it for one follow-up: the claim
+# is taken only when the task is not terminal, its context matches and no live claim holds
+# it. A holder that dies leaves a claim that expires after the agent's timeout plus a margin;
+# the claimer that finds it expired logs it as a failed follow-up (`claim-expired`) first.
+# The row is locked while it is read, so the claim seen expired is the one replaced.
+# A task under a live watch lease is refused too: the agent is still working on the last
+# message (the watcher follows it until it settles).
+# The claim commits without waiting for its WAL flush: a claim lost with a crash of
+# PostgreSQL frees the task early, and the outcome statement's own (waited) commit makes the
+# claim durable with it.
+_CLAIM = f"""
+WITH {{key}}target AS (
+    SELECT t.id AS row_id, t.task_id, t.state, t.context_id, t.team_id, a.id AS agent_id,
+           a.endpoint_url, a.protocol_version, a.auth_sealed, a.timeout_seconds, a.capabilities,
+           t.claim_expires_at AS expired_at
+    FROM a2a_tasks t JOIN a2a_agents a ON a.id = t.agent_id
+    WHERE t.agent_id = $4 AND t.task_id = $5 AND {TASK_VISIBLE}
+    FOR UPDATE OF t
+), claimed AS (
+    UPDATE a2a_tasks t
+    SET claim_token = $6,
+        claim_expires_at = now() + make_interval(secs => COALESCE(target.timeout_seconds, $8) + $9),
+        last_seq = t.last_seq + (target.expired_at IS NOT NULL)::int
+    FROM target
+    WHERE t.id = target.row_id
+      AND t.state NOT IN {TERMINAL_SQL}
+      AND ($7::text IS NULL OR t.context_id = $7)
+      AND (t.claim_expires_at IS NULL OR t.claim_expires_at < now())
+      AND (t.watch_expires_at IS NULL OR t.watch_expires_at < now()){{key_mine}}
+    RETURNING t.id, t.state, t.last_seq, target.expired_at
+), expired AS (
+    INSERT INTO a2a_task_events (task, seq, type, previous_state, new_state, actor, data)
+    SELECT id, last_seq, 'task_continue_failed', state, state, $10, {EXPIRED_DATA}
+    FROM claimed WHERE expired_at IS NOT NULL
+)
+SELECT target.*, claimed.id IS NOT NULL AS claimed, COALESCE(claimed.state, target.state) AS now
+       {{key_columns}}
+FROM (SELECT set_config('synchronous_commit', '{{commit}}', true)) AS one
+LEFT JOIN target ON true
+LEFT JOIN claimed ON claimed.id = target.row_id
+{{key_join}}
+WHERE target.row_id IS NOT NULL {{key_found}}
+"""
+
+CLAIM_TASK = _CLAIM.format(
+    key="", key_mine="", key_columns="", commit="off", key_join="", key_found=""
+)
+
+# With an Idempotency-Key ($11) the statement takes the key first and claims the task only
+# when the key is its own: a retry finds the key, not a busy task. A key is a promise to
+# the caller, so this commit waits for its flush.
+CLAIM_TASK_KEYED = _CLAIM.format(
+    key=key_cte(caller="$1", agent="$4", request="$11") + ", ",
+    key_mine="\n      AND EXISTS (SELECT 1 FROM idem WHERE idem.key_mine)",
+    key_columns=", idem.*",
+    commit="on",
+    key_join="LEFT JOIN idem ON true",
+    key_found="OR idem.key_mine IS NOT NULL",
+)
+
+# Extend a claim still held (a streamed follow-up holds it for the whole stream).
+RENEW_CLAIM = """
+UPDATE a2a_tasks SET claim_expires_at = now() + make_interval(secs => $3)
+WHERE id = $1 AND claim_token = $2
+"""
+
+RELEASE_CLAIM = """
+UPDATE a2a_tasks SET claim_token = NULL, claim_expires_at = NULL
+WHERE id = $1 AND claim_token = $2
+"""
+
+
+def check_owned_ids(message: Message | None, task_id: str) -> None:
+    """A client taskId must name the task of the path."""
+    if message is not None and message.task_id is not None and message.task_id != task_id:
+        raise BadRequest(
+            f"message.taskId {message.task_id!r} differs from the task in the path {task_id!r}"
+        )
+
+
+def refusal(row: Record, client_context: str | None) -> AppError:
+    """Say why a follow-up could not claim the task."""
+    if client_context is not None and client_context != row["context_id"]:
+        if row["context_id"] is None:
+            return BadRequest("this task has no contextId; do not send one")
+        return BadRequest(
+            f"message.contextId {client_context!r} differs from the task's {row['context_id']!r}"
+        )
+    if protocol.is_terminal_task_state(row["now"]):
+        return TaskTerminal(row["now"], "continued")
+    return TaskBusy(
+        "another follow-up to this task is in flight, or the agent is still working on the "
+        "last message; retry once the task settles"
+    )
+
+
+async def claim_task(
+    gw: Gateway,
+    caller: Caller,
+    agent_id: uuid.UUID,
+    task_id: str,
+    client_context: str | None,
+    claim: uuid.UUID,
+    key: KeySlot | None = None,
+) -> Record:
+    """Find the visible task and claim it (with ``key``: first take the key); raise 404, 400
+    or 409 otherwise."""
+    async with gw.connection() as conn:
+        args = (
+            *caller.scope_args(),
+            agent_id,
+            task_id,
+            claim,
+            client_context,
+            gw.settings.agent_timeout_s,
+            gw.settings.claim_margin_s,
+            SYSTEM_ACTOR,
+        )
+        param = key.param() if key is not None else None
+        if param is None:
+            row = await conn.fetchrow(CLAIM_TASK, *args)
+        else:
+            row = await conn.fetchrow(CLAIM_TASK_KEYED, *args, param)
+    if key is not None:
+        key.settle(row)
+    if row is None or row["row_id"] is None:
+        raise NotFound(f"task {task_id} not found")
+    if not row["claimed"]:
+        error = refusal(row, client_context)
+        if isinstance(error, (TaskBusy, TaskTerminal)):
+            metrics.followup("busy" if isinstance(error, TaskBusy) else "terminal")
+        raise error
+    if row["expired_at"] is not None:
+        metrics.claim_expired()
+        log.warning("task %s: an expired claim was taken over (its holder never answered)", task_id)
+    return row
+
+
+class FollowUp:
+    """One claimed follow-up: everything recorded about it is written through here."""
+
+    def __init__(self, gw: Gateway, caller: Caller, row: Record, claim: uuid.UUID) -> None:
+        self.gw, self.caller, self.row, self.claim = gw, caller, row, claim
+        # The claim's uuid doubles as the message id: one fresh uuid per follow-up.
+        self.message_id = str(claim)
+
+    def target(self) -> AgentTarget:
+        """Where and how to reach the task's agent."""
+        return self.gw.target(self.row)
+
+    def payload(self, body: ContinueBody, *, streaming: bool = False) -> dict[str, Any]:
+        """The agent's request: the caller's message with the gateway-owned fields set."""
+        version = self.row["protocol_version"]
+        message = outgoing_message(
+            body, version, self.message_id, self.row["task_id"], self.row["context_id"]
+        )
+        return send_payload(body, version, message, streaming=streaming)
+
+    async def failed(self, error: AppError) -> None:
+        """Log a call that did not get an answer (502/504) and release the claim."""
+        data = {"messageId": self.message_id, "reason": error.slug, "detail": error.detail}
+        metrics.followup("failed")
+        try:
+            async with self.gw.connection() as conn:
+                await record_outcome(
+                    conn,
+                    self.row["row_id"],
+                    state=None,
+                    event="task_continue_failed",
+                    actor=self.caller.sub,
+                    data=data,
+                    claim=self.claim,
+                )
+        except Exception:
+            log.exception("could not log the failed follow-up to task %s", self.row["row_id"])
+            await self.release()
+
+    async def answered(self, answer: protocol.AgentAnswer) -> str:
+        """Store the agent's answer and release the claim; return the state to report.
+
+        Nothing here fails the request: the agent already has the message.
+        """
+        data: dict[str, Any] = {"messageId": self.message_id}
+        metrics.followup("continued")
+        if answer.error_code is not None:
+            data["error"] = {"code": answer.error_code}
+        task = answer.task
+        try:
+            if task is not None and task.id != self.row["task_id"]:
+                return await self._redirected(task, data)
+            return await self._continued(task, data)
+        except Exception:
+            log.exception("could not store the follow-up to task %s", self.row["row_id"])
+            await self.release()
+            return task.state if task else str(self.row["now"])
+
+    async def _continued(self, task: protocol.AgentTask | None, data: dict[str, Any]) -> str:
+        outcome: dict[str, Any] = {"state": None}
+        if task is not None:
+            outcome = {
+                "state": task.state,
+                "status_message": task.status_message,
+                "artifacts": task.artifacts or None,
+            }
+
+        async def store(conn: Conn, with_event: bool) -> Record:
+            return await record_outcome(
+                conn,
+                self.row["row_id"],
+                **outcome,
+                event="task_continued",
+                actor=self.caller.sub,
+                data=data,
+                claim=self.claim,
+                with_event=with_event,
+            )
+
+        async with self.gw.connection() as conn:
+            try:
+                stored = await store(conn, with_event=True)
+            except Exception:
+                log.exception("could not log the follow-up to task %s", self.row["row_id"])
+                stored = await store(conn, with_event=False)
+        return str(stored["state"])
+
+    async def _redirected(self, task: protocol.AgentTask, data: dict[str, Any]) -> str:
+        """The agent answered with another task: record it for the caller and link the two."""
+        original = self.row["task_id"]
+        async with self.gw.connection() as conn, conn.transaction():
+            state = await record_new_task(
+                conn,
+                self.row["agent_id"],
+                task,
+                self.caller.sub,
+                self.row["team_id"],
+                {**data, "redirectedFrom": original},
+            )
+            await record_outcome(
+                conn,
+                self.row["row_id"],
+                state=None,
+                event="task_redirected",
+                actor=self.caller.sub,
+                data={**data, "redirectedTo": task.id},
+                claim=self.claim,
+            )
+        # A redirect to another caller's task leaves it theirs; report the original's state.
+        return state if state is not None else str(self.row["now"])
+
+    def claim_ttl(self) -> float:
+        """How long a claim lives unless renewed: the agent's timeout plus the margin."""
+        return self.target().timeout_s + self.gw.settings.claim_margin_s
+
+    async def renew(self) -> None:
+        """Push the claim's expiry forward by its lifetime."""
+        async with self.gw.connection() as conn:
+            await conn.execute(RENEW_CLAIM, self.row["row_id"], self.claim, self.claim_ttl())
+
+    async def release(self) -> None:
+        """Give up the claim without recording anything."""
+        try:
+            async with self.gw.connection() as conn:
+                await conn.execute(RELEASE_CLAIM, self.row["row_id"], self.claim)
+        except Exception:
+            log.exception("could not release the claim on task %s", self.row["row_id"])
+
+
+async def begin_follow_up(
+    gw: Gateway,
+    caller: Caller,
+    agent_id: uuid.UUID,
+    task_id: str,
+    body: ContinueBody,
+    key: KeySlot | None = None,
+) -> FollowUp:
+    """Check the body and the gateway-owned fields, then claim the task (400/404/409/422);
+    with ``key``, take the Idempotency-Key in the same statement."""
+    check_send_body(body)
+    check_role(body.message)
+    check_owned_ids(body.message, task_id)
+    client_context = body.message.context_id if body.message else None
+    claim = uuid.uuid4()
+    row = await claim_task(gw, caller, agent_id, task_id, client_context, claim, key)
+    return FollowUp(gw, caller, row, claim)
+
+
+async def continue_task(
+    gw: Gateway,
+    caller: Caller,
+    agent_id: uuid.UUID,
+    task_id: str,
+    body: ContinueBody,
+    key: KeySlot | None = None,
+) -> Forwarded:
+    """Send a follow-up to a task, one at a time, and record what came of it."""
+    follow_up = await begin_follow_up(gw, caller, agent_id, task_id, body, key)
+    return await send_follow_up(gw, follow_up, body)
+
+
+async def send_follow_up(gw: Gateway, follow_up: FollowUp, body: ContinueBody) -> Forwarded:
+    """Send a claimed follow-up as one blocking call and record the answer."""
+    try:
+        reply, answer = await exchange(gw, follow_up.target(), follow_up.payload(body))
+    except (AgentTimeout, AgentUnreachable, AgentBadAnswer) as error:
+        await follow_up.failed(error)
+        raise
+    except BaseException:
+        await follow_up.release()
+        raise
+    state = await follow_up.answered(answer)
+    if answer.task is not None and answer.task.id == follow_up.row["task_id"]:
+        agent_id = follow_up.row["agent_id"]
+        await after_send(gw, agent_id, answer.task, reply.body, returns_immediately(body))
+    return Forwarded(reply.raw, state)

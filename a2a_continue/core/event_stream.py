@@ -1,0 +1,141 @@
+"""The live event stream of a task (§8.3): replay from PostgreSQL, then follow live.
+
+Each read is one short query that also checks the caller may still see the task; between
+reads a stream holds no connection and waits for a notification from the hub, or for the
+fallback poll interval, whichever comes first.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+
+from a2a_continue.a2a.protocol import INTERRUPTED_STATES, TERMINAL_STATES
+from a2a_continue.core.callers import TASK_VISIBLE, Caller
+from a2a_continue.core.models import EventOut
+from a2a_continue.core.pagination import int_param
+from a2a_continue.errors import Invalid, NotFound
+from a2a_continue.runtime.gateway import Gateway
+
+BATCH = 200
+UNTIL: dict[str, frozenset[str]] = {
+    "terminal": TERMINAL_STATES,
+    "interrupted": TERMINAL_STATES | INTERRUPTED_STATES,
+}
+
+# The task's current state and the next events after $6, in one statement; no row at all
+# means the caller can no longer see the task (or it is gone).
+READ_EVENTS = f"""
+SELECT t.id AS row_id, t.state, t.last_seq,
+       e.seq, e.type, e.previous_state, e.new_state, e.actor, e.data, e.created_at
+FROM a2a_tasks t JOIN a2a_agents a ON a.id = t.agent_id
+LEFT JOIN LATERAL (
+    SELECT * FROM a2a_task_events e WHERE e.task = t.id AND e.seq > $6 ORDER BY e.seq LIMIT $7
+) e ON true
+WHERE t.agent_id = $4 AND t.task_id = $5 AND {TASK_VISIBLE}
+ORDER BY e.seq
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Events read in one go, with the task's state at that moment."""
+
+    row_id: uuid.UUID
+    state: str
+    last_seq: int
+    events: list[EventOut]
+
+
+def start_after(headers: Mapping[str, str], params: Mapping[str, str]) -> int:
+    """Where a stream starts: after `Last-Event-ID`, else after `?after=`, else from seq 1."""
+    last_id = headers.get("last-event-id")
+    if last_id is not None and last_id.strip():
+        value = last_id.strip()
+        if not value.isdigit() or int(value) > 2**31 - 1:
+            msg = "must be the seq of an event (a whole number)"
+            raise Invalid([{"loc": "$.headers.Last-Event-ID", "msg": msg}])
+        return int(value)
+    return int_param(params, "after", 0, 0, 2**31 - 1)
+
+
+def until_states(params: Mapping[str, str]) -> frozenset[str]:
+    """The states after which the stream closes: `terminal` (default) or `interrupted`."""
+    until = params.get("until", "terminal")
+    if until not in UNTIL:
+        raise Invalid([{"loc": "$.query.until", "msg": "must be 'terminal' or 'interrupted'"}])
+    return UNTIL[until]
+
+
+class EventStream:
+    """One caller's stream of one task's events."""
+
+    def __init__(
+        self,
+        gw: Gateway,
+        caller: Caller,
+        agent_id: uuid.UUID,
+        task_id: str,
+        after: int,
+        until: frozenset[str],
+    ) -> None:
+        self.gw, self.caller, self.agent_id, self.task_id = gw, caller, agent_id, task_id
+        self.cursor = after
+        self.until = until
+        self._first: Batch | None = None
+
+    async def read(self) -> Batch | None:
+        """Read the next events after the cursor; None once the task is out of sight."""
+        async with self.gw.connection() as conn:
+            rows = await conn.fetch(
+                READ_EVENTS,
+                *self.caller.scope_args(),
+                self.agent_id,
+                self.task_id,
+                self.cursor,
+                BATCH,
+            )
+        if not rows:
+            return None
+        events = [
+            EventOut(
+                seq=r["seq"],
+                type=r["type"],
+                previous_state=r["previous_state"],
+                new_state=r["new_state"],
+                actor=r["actor"],
+                data=r["data"],
+                created_at=r["created_at"],
+            )
+            for r in rows
+            if r["seq"] is not None
+        ]
+        return Batch(rows[0]["row_id"], rows[0]["state"], rows[0]["last_seq"], events)
+
+    async def open(self) -> EventStream:
+        """Check the task is visible (404 otherwise) and read the first events."""
+        self._first = await self.read()
+        if self._first is None:
+            raise NotFound(f"task {self.task_id} not found")
+        return self
+
+    async def events(self) -> AsyncIterator[EventOut]:
+        """Yield events in seq order until the `until` state, or until the task is out of sight."""
+        batch = self._first
+        assert batch is not None, "open() the stream first"
+        with self.gw.hub.waiter(batch.row_id) as waiter:
+            # A notification between the first read and the registration would be missed:
+            # read once more straight away.
+            waiter.wake()
+            while batch is not None:
+                for event in batch.events:
+                    self.cursor = event.seq
+                    yield event
+                    if event.new_state in self.until:
+                        return
+                if len(batch.events) < BATCH:
+                    if batch.state in self.until and self.cursor >= batch.last_seq:
+                        return
+                    await waiter.wait(self.gw.settings.stream_poll_s)
+                batch = await self.read()

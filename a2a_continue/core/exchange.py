@@ -1,0 +1,126 @@
+"""What the gateway sends an agent for a caller, and how it reads the answer."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from a2a_continue.a2a import protocol
+from a2a_continue.a2a.downstream import AgentReply, AgentTarget, post_rpc
+from a2a_continue.core.models import ContinueBody, Message, Part
+from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable, BadRequest
+from a2a_continue.obs import metrics
+from a2a_continue.obs.telemetry import agent_span, upstream
+from a2a_continue.runtime.gateway import Gateway
+
+
+@dataclass(frozen=True, slots=True)
+class Forwarded:
+    """The agent's answer, passed back as it came, and the task state after the call."""
+
+    raw: bytes
+    state: str | None
+
+
+def check_role(message: Message | None) -> None:
+    """The gateway always speaks as the user; a client may only say so too."""
+    if message is not None and message.role is not None and message.role not in protocol.USER_ROLES:
+        raise BadRequest(f"role must be 'user' or 'ROLE_USER', got {message.role!r}")
+
+
+def wire_part(part: Part) -> dict[str, Any]:
+    """Turn a decoded part back into its JSON object, dropping absent fields."""
+    raw = msgspec.to_builtins(part)
+    if isinstance(raw.get("file"), dict):
+        raw["file"] = {k: v for k, v in raw["file"].items() if v is not None}
+    # `data` may itself be JSON null; absent fields are None (UNSET data is already gone).
+    return {k: v for k, v in raw.items() if v is not None or k == "data"}
+
+
+def outgoing_message(
+    body: ContinueBody,
+    version: str,
+    message_id: str,
+    task_id: str | None,
+    context_id: str | None,
+) -> dict[str, Any]:
+    """Build the agent-shaped message; the gateway owns its id, role, task and context."""
+    message = body.message
+    parts = [{"text": body.text}] if message is None else [wire_part(p) for p in message.parts]
+    return protocol.build_message(
+        version,
+        message_id=message_id,
+        task_id=task_id,
+        context_id=context_id,
+        parts=parts,
+        metadata=message.metadata if message else None,
+        extensions=message.extensions if message else None,
+        reference_task_ids=message.reference_task_ids if message else None,
+    )
+
+
+def send_payload(
+    body: ContinueBody, version: str, message: dict[str, Any], *, streaming: bool = False
+) -> dict[str, Any]:
+    """Wrap the message in the version's send request (its streaming one when asked)."""
+    config = None
+    if body.configuration is not None:
+        config = {
+            "historyLength": body.configuration.history_length,
+            "acceptedOutputModes": body.configuration.accepted_output_modes,
+            **return_immediately(body.configuration.return_immediately, version),
+        }
+    return protocol.build_send_request(
+        version, protocol.new_rpc_id(), message, config, body.metadata, streaming=streaming
+    )
+
+
+def return_immediately(value: bool | None, version: str) -> dict[str, bool]:
+    """Say "do not wait for the task to settle" as the version does (0.3: ``blocking``)."""
+    if value is None:
+        return {}
+    return {"returnImmediately": value} if version == "1.0" else {"blocking": not value}
+
+
+async def exchange(
+    gw: Gateway, target: AgentTarget, payload: dict[str, Any]
+) -> tuple[AgentReply, protocol.AgentAnswer]:
+    """POST the payload to the agent and parse its answer; an unusable one is a 502."""
+    method = str(payload.get("method"))
+    began = time.perf_counter()
+    outcome: str | None = None
+    try:
+        with (
+            gw.slots.slot(target.agent_id or target.endpoint_url),
+            agent_span(method, target.endpoint_url),
+        ):
+            reply = await post_rpc(
+                gw.session,
+                target,
+                payload,
+                gw.settings.max_agent_response_bytes,
+                gw.settings.agent_networks,
+            )
+        try:
+            answer = protocol.parse_answer(target.protocol_version, reply.body)
+        except protocol.ProtocolError as exc:
+            raise AgentBadAnswer(f"the agent's answer is not an A2A result: {exc}") from None
+        outcome = "ok" if answer.error_code is None else "rpc-error"
+        return reply, answer
+    except AgentTimeout:
+        outcome = "timeout"
+        raise
+    except AgentUnreachable:
+        outcome = "unreachable"
+        raise
+    except AgentBadAnswer:
+        outcome = "bad-answer"
+        raise
+    finally:
+        if outcome is not None:
+            seconds = time.perf_counter() - began
+            metrics.agent_call(method, outcome, seconds)
+            upstream(outcome, seconds)

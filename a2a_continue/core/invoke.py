@@ -1,0 +1,153 @@
+"""Start a task with an agent, and cancel one."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from a2a_continue.a2a import protocol
+from a2a_continue.a2a.downstream import AgentTarget
+from a2a_continue.core.agents import visible_agent_row
+from a2a_continue.core.callers import Caller
+from a2a_continue.core.exchange import (
+    Forwarded,
+    check_role,
+    exchange,
+    outgoing_message,
+    send_payload,
+)
+from a2a_continue.core.handover import after_send, returns_immediately
+from a2a_continue.core.models import StartBody, TaskOut, check_send_body
+from a2a_continue.core.tasks import find_task, record_new_task, record_outcome, task_out
+from a2a_continue.errors import (
+    AgentBadAnswer,
+    BadRequest,
+    DatabaseUnavailable,
+    Forbidden,
+    NotCancelable,
+    TaskTerminal,
+)
+from a2a_continue.obs.telemetry import note_task
+from a2a_continue.runtime.db import Record
+from a2a_continue.runtime.gateway import Gateway
+
+log = logging.getLogger(__name__)
+
+NOT_CANCELABLE = -32002
+
+
+def check_start(agent_id: uuid.UUID, caller: Caller, body: StartBody) -> None:
+    """A start names no task, speaks as the user, and may name only the caller's teams."""
+    check_send_body(body)
+    if body.message is not None and body.message.task_id is not None:
+        url = f"/v1/a2a/{agent_id}/tasks/{body.message.task_id}/messages"
+        raise BadRequest(
+            f"a message with a taskId continues a task: POST it to {url}", continueUrl=url
+        )
+    check_role(body.message)
+    if body.team_id is not None and body.team_id not in caller.teams:
+        raise Forbidden(f"you are not a member of team {body.team_id!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """A checked start: the visible agent, how to reach it, and the message id the gateway owns."""
+
+    gw: Gateway
+    caller: Caller
+    agent: Record
+    target: AgentTarget
+    body: StartBody
+    message_id: str
+
+    def payload(self, *, streaming: bool = False) -> dict[str, Any]:
+        """The agent's request: the caller's message with the gateway-owned fields set."""
+        version = self.target.protocol_version
+        context_id = self.body.message.context_id if self.body.message else None
+        message = outgoing_message(self.body, version, self.message_id, None, context_id)
+        return send_payload(self.body, version, message, streaming=streaming)
+
+    async def store(self, task: protocol.AgentTask) -> str:
+        """Record the task the agent started for the caller (its `task_created`)."""
+        agent_id = self.agent["agent_id"]
+        note_task(agent_id, task.id)
+        try:
+            async with self.gw.connection() as conn:
+                state = await record_new_task(
+                    conn,
+                    agent_id,
+                    task,
+                    self.caller.sub,
+                    self.body.team_id,
+                    {"messageId": self.message_id},
+                )
+        except Exception:
+            log.exception("agent %s started task %s but it could not be stored", agent_id, task.id)
+            raise DatabaseUnavailable(
+                "the agent answered but the task could not be stored"
+            ) from None
+        if state is None:
+            raise AgentBadAnswer(f"the agent answered with task {task.id!r} of another caller")
+        return state
+
+
+async def begin_start(gw: Gateway, caller: Caller, agent_id: uuid.UUID, body: StartBody) -> Start:
+    """Check a start's body and find the visible agent (400/403/404/422)."""
+    check_start(agent_id, caller, body)
+    async with gw.connection() as conn:
+        agent = await visible_agent_row(conn, caller, agent_id)
+    target = gw.target(agent)
+    return Start(gw, caller, agent, target, body, str(uuid.uuid4()))
+
+
+async def start_task(
+    gw: Gateway, caller: Caller, agent_id: uuid.UUID, body: StartBody
+) -> Forwarded:
+    """Send a first message to an agent; store the task it starts for the caller."""
+    start = await begin_start(gw, caller, agent_id, body)
+    reply, answer = await exchange(gw, start.target, start.payload())
+    if answer.task is None:
+        return Forwarded(reply.raw, None)
+    state = await start.store(answer.task)
+    await after_send(gw, agent_id, answer.task, reply.body, returns_immediately(body))
+    return Forwarded(reply.raw, state)
+
+
+async def cancel_task(gw: Gateway, caller: Caller, agent_id: uuid.UUID, task_id: str) -> TaskOut:
+    """Ask the agent to cancel a task and store the state it reports."""
+    async with gw.connection() as conn:
+        row = await find_task(conn, caller, agent_id, task_id)
+    if protocol.is_terminal_task_state(row["state"]):
+        raise TaskTerminal(row["state"], "canceled")
+    target = gw.target(row)
+    payload = protocol.build_cancel_request(target.protocol_version, protocol.new_rpc_id(), task_id)
+    _, answer = await exchange(gw, target, payload)
+    if answer.error_code == NOT_CANCELABLE:
+        raise NotCancelable(f"the agent refused to cancel the task: {answer.error_message}")
+    if answer.error_code is not None:
+        raise AgentBadAnswer(
+            f"the agent answered the cancel with error {answer.error_code}: {answer.error_message}",
+            agentError={"code": answer.error_code, "message": answer.error_message},
+        )
+    task = answer.task
+    if task is None:
+        raise AgentBadAnswer("the agent answered the cancel without a task")
+    if task.id != row["task_id"]:
+        raise AgentBadAnswer(
+            f"the agent answered the cancel of task {row['task_id']!r} with task {task.id!r};"
+            " the task is left as it was"
+        )
+    async with gw.connection() as conn:
+        stored = await record_outcome(
+            conn,
+            row["row_id"],
+            state=task.state,
+            status_message=task.status_message,
+            artifacts=task.artifacts or None,
+            event="task_canceled",
+            actor=caller.sub,
+            data={},
+        )
+    return task_out(stored)

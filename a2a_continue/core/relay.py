@@ -1,0 +1,368 @@
+"""Stream a start or a follow-up (§8.2): relay the agent's frames as they come, record each.
+
+The agent's stream is read by a background task, not by the response: a caller who goes
+away stops receiving, while the gateway reads the stream to its end, records it and
+releases the follow-up's claim. An agent without streaming gets the blocking send and the
+caller its answer as one event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from a2a_continue.a2a import protocol
+from a2a_continue.a2a.agent_stream import Frame, stream_rpc
+from a2a_continue.a2a.downstream import AgentTarget
+from a2a_continue.core.agents import streams
+from a2a_continue.core.callers import Caller
+from a2a_continue.core.continuation import FollowUp, begin_follow_up, send_follow_up
+from a2a_continue.core.exchange import Forwarded
+from a2a_continue.core.idempotency import KeySlot
+from a2a_continue.core.invoke import Start, begin_start, start_task
+from a2a_continue.core.models import ContinueBody, StartBody
+from a2a_continue.core.tasks import record_outcome
+from a2a_continue.core.updates import ERROR, STATUS, Update, parse_frame, record_update
+from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AppError
+from a2a_continue.runtime.gateway import Gateway
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Relayed:
+    """One event for the caller: what it carries, the agent's frame (bytes and value), or the
+    gateway's final problem when the stream failed."""
+
+    event: str
+    data: bytes
+    body: Any
+    problem: AppError | None = None
+
+
+def problem_event(error: AppError) -> Relayed:
+    """The final `error` event of a stream the gateway had to end."""
+    body = error.body()
+    return Relayed(ERROR, msgspec.json.encode(body), body, error)
+
+
+def ends_stream(update: Update, version: str) -> bool:
+    """A status update that settles the task ends the stream (0.3: only with `final: true`).
+
+    A task snapshot never does: agents send one first on a follow-up, still interrupted.
+    """
+    if update.kind == ERROR:
+        return True
+    return update.kind == STATUS and update.settles and (version == "1.0" or update.final)
+
+
+class Relay:
+    """What the caller reads: the frames as they arrive, then the end."""
+
+    def __init__(self, state: str | None = None) -> None:
+        self.state = state
+        self._queue: asyncio.Queue[Relayed | None] = asyncio.Queue()
+        self._listening = True
+        self._head: Relayed | None = None
+        self._peeked = False
+
+    def put(self, item: Relayed | None) -> None:
+        """Hand an item to the caller, if one is still reading."""
+        if self._listening:
+            self._queue.put_nowait(item)
+
+    async def first(self) -> None:
+        """Wait for the first item; a failure before any frame is raised (a plain 5xx)."""
+        head = await self._queue.get()
+        if head is not None and head.problem is not None:
+            self._listening = False
+            raise head.problem
+        self._head = head
+        self._peeked = True
+
+    async def items(self) -> AsyncIterator[Relayed]:
+        """Yield each item until the stream ends; leaving early detaches the caller."""
+        try:
+            item = self._head if self._peeked else await self._queue.get()
+            while item is not None:
+                yield item
+                item = await self._queue.get()
+        finally:
+            self._listening = False
+
+
+def single(result: Forwarded) -> Relay:
+    """The blocking answer of an agent without streaming, as a one-event relay."""
+    body = msgspec.json.decode(result.raw)
+    try:
+        kind = parse_frame(body).kind
+    except protocol.ProtocolError:
+        kind = ERROR
+    relay = Relay(result.state)
+    relay.put(Relayed(kind, result.raw, body))
+    relay.put(None)
+    return relay
+
+
+class Recorder:
+    """Records a stream's frames on the task; the start and the follow-up differ in the first."""
+
+    def __init__(self, gw: Gateway, caller: Caller, message_id: str) -> None:
+        self.gw, self.caller, self.message_id = gw, caller, message_id
+        self.row_id: uuid.UUID | None = None
+        self.task_id: str | None = None
+        self.frames = 0
+
+    async def frame(self, update: Update) -> None:
+        """Record one frame (a failed write is logged: the agent already has the message)."""
+        self.frames += 1
+        ours = update.task_id is None or update.task_id == self.task_id
+        try:
+            if self.row_id is not None and ours:
+                async with self.gw.connection() as conn:
+                    await record_update(
+                        conn, self.row_id, update, source="stream", actor=self.caller.sub
+                    )
+        except Exception:
+            log.exception("could not record a stream frame on task %s", self.row_id)
+
+    async def failed(self, error: AppError) -> None:
+        """Log a stream that ended without the agent closing it (timeout, break, bad frame)."""
+        if self.row_id is None:
+            return
+        data = {"messageId": self.message_id, "reason": error.slug, "detail": error.detail}
+        try:
+            async with self.gw.connection() as conn:
+                await record_outcome(
+                    conn,
+                    self.row_id,
+                    state=None,
+                    event="task_continue_failed",
+                    actor=self.caller.sub,
+                    data=data,
+                )
+        except Exception:
+            log.exception("could not log the failed stream on task %s", self.row_id)
+
+    async def done(self) -> None:
+        """The stream has ended, however it ended: a task it left live goes to the watcher."""
+        if self.gw.watcher is not None:
+            self.gw.watcher.nudge()
+
+
+class StartRecorder(Recorder):
+    """A streamed start: `task_created` as soon as a frame names the task."""
+
+    def __init__(self, start: Start, key: KeySlot | None = None) -> None:
+        super().__init__(start.gw, start.caller, start.message_id)
+        self.start = start
+        self.key = key
+
+    async def frame(self, update: Update) -> None:
+        task = update.task()
+        if self.task_id is not None or task is None:
+            await super().frame(update)
+            return
+        self.frames += 1
+        await self.start.store(task)  # 503, or 502 for another caller's task: ends the stream
+        self.task_id = task.id
+        if self.key is not None:
+            await self.key.mark_streamed(task.id)  # retries of the key are sent to its events
+        async with self.gw.connection() as conn:
+            self.row_id = await conn.fetchval(
+                "SELECT id FROM a2a_tasks WHERE agent_id = $1 AND task_id = $2",
+                self.start.agent["agent_id"],
+                task.id,
+            )
+
+
+class FollowUpRecorder(Recorder):
+    """A streamed follow-up: `task_continued` with the first frame, the claim held throughout."""
+
+    def __init__(self, follow_up: FollowUp) -> None:
+        super().__init__(follow_up.gw, follow_up.caller, follow_up.message_id)
+        self.follow_up = follow_up
+        self.row_id = follow_up.row["row_id"]
+        self.task_id = follow_up.row["task_id"]
+
+    async def frame(self, update: Update) -> None:
+        if self.frames:
+            await super().frame(update)
+            return
+        self.frames += 1
+        data: dict[str, Any] = {"messageId": self.message_id}
+        if update.error_code is not None:
+            data["error"] = {"code": update.error_code}
+        if update.task_id not in (None, self.task_id):
+            update = Update(kind=update.kind)  # another task's frame changes nothing here
+        assert self.row_id is not None
+        try:
+            async with self.gw.connection() as conn:
+                await record_update(
+                    conn,
+                    self.row_id,
+                    update,
+                    source="stream",
+                    actor=self.caller.sub,
+                    event="task_continued",
+                    data=data,
+                    always=True,
+                )
+        except Exception:
+            log.exception("could not record the follow-up to task %s", self.row_id)
+
+    async def failed(self, error: AppError) -> None:
+        await self.follow_up.failed(error)
+
+    async def done(self) -> None:
+        await self.follow_up.release()
+        await super().done()
+
+
+async def _renew(follow_up: FollowUp) -> None:
+    every = max(follow_up.claim_ttl() / 3, 0.1)
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await follow_up.renew()
+        except Exception:
+            log.warning("could not renew the claim on task %s", follow_up.row["row_id"])
+
+
+async def _pump(
+    gw: Gateway,
+    target: AgentTarget,
+    payload: dict[str, Any],
+    recorder: Recorder,
+    relay: Relay,
+) -> None:
+    """Read the agent's stream to its end (bounded), recording and relaying each frame."""
+    failure: AppError | None = None
+    max_bytes = gw.settings.max_agent_response_bytes
+    try:
+        try:
+            async with (
+                asyncio.timeout(gw.settings.stream_max_s),
+                contextlib.aclosing(
+                    stream_rpc(gw.session, target, payload, max_bytes, gw.settings.agent_networks)
+                ) as frames,
+            ):
+                async for frame in frames:
+                    update = _parse(frame)
+                    await recorder.frame(update)
+                    relay.put(Relayed(update.kind, frame.raw, frame.body))
+                    if ends_stream(update, target.protocol_version):
+                        break
+        except TimeoutError:
+            limit = gw.settings.stream_max_s
+            failure = AgentTimeout(f"the agent's stream ran longer than {limit:g} s")
+        except AppError as error:
+            failure = error
+        except Exception:
+            log.exception("the stream of task %s failed", recorder.row_id)
+            failure = AppError("the stream failed unexpectedly; it has been logged")
+        if failure is not None:
+            log.warning("stream of task %s ended: %s", recorder.row_id, failure.detail)
+            await recorder.failed(failure)
+            relay.put(problem_event(failure))
+    finally:
+        await recorder.done()
+        relay.put(None)
+
+
+def _parse(frame: Frame) -> Update:
+    try:
+        return parse_frame(frame.body)
+    except protocol.ProtocolError as exc:
+        raise AgentBadAnswer(f"a frame of the agent's stream is not an A2A result: {exc}") from None
+
+
+async def _run(
+    gw: Gateway,
+    target: AgentTarget,
+    payload: dict[str, Any],
+    recorder: Recorder,
+    relay: Relay,
+    follow_up: FollowUp | None = None,
+) -> None:
+    renewing = asyncio.create_task(_renew(follow_up)) if follow_up is not None else None
+    try:
+        await _pump(gw, target, payload, recorder, relay)
+    finally:
+        if renewing is not None:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
+
+
+async def _open(
+    gw: Gateway,
+    target: AgentTarget,
+    payload: dict[str, Any],
+    recorder: Recorder,
+    follow_up: FollowUp | None = None,
+) -> Relay:
+    relay = Relay()
+    # The agent's slot is held for the whole stream (see isolation.py); a busy agent is a
+    # 503 before anything is sent or recorded.
+    agent = target.agent_id or target.endpoint_url
+    try:
+        gw.slots.take(agent)
+    except AppError:
+        if follow_up is not None:
+            await follow_up.release()
+        raise
+    try:
+        work = _run(gw, target, payload, recorder, relay, follow_up)
+        gw.streams.spawn(_holding_slot(gw, agent, work), name=f"a2ac-stream-{payload['id']}")
+    except BaseException:
+        gw.slots.give(agent)
+        raise
+    await relay.first()
+    return relay
+
+
+async def _holding_slot(gw: Gateway, agent: uuid.UUID | str, work: Awaitable[None]) -> None:
+    try:
+        await work
+    finally:
+        gw.slots.give(agent)
+
+
+async def stream_start(
+    gw: Gateway, caller: Caller, agent_id: uuid.UUID, body: StartBody, key: KeySlot | None = None
+) -> Relay:
+    """Start a task with a streamed answer; the first failure before any frame is raised."""
+    start = await begin_start(gw, caller, agent_id, body)
+    if not streams(start.agent):
+        return single(await start_task(gw, caller, agent_id, body))
+    recorder = StartRecorder(start, key)
+    return await _open(gw, start.target, start.payload(streaming=True), recorder)
+
+
+async def stream_follow_up(
+    gw: Gateway,
+    caller: Caller,
+    agent_id: uuid.UUID,
+    task_id: str,
+    body: ContinueBody,
+    key: KeySlot | None = None,
+) -> Relay:
+    """Continue a task with a streamed answer, under the same claim and refusals as §5."""
+    follow_up = await begin_follow_up(gw, caller, agent_id, task_id, body, key)
+    if not streams(follow_up.row):
+        return single(await send_follow_up(gw, follow_up, body))
+    try:
+        target = follow_up.target()
+        payload = follow_up.payload(body, streaming=True)
+    except BaseException:
+        await follow_up.release()
+        raise
+    return await _open(gw, target, payload, FollowUpRecorder(follow_up), follow_up)

@@ -1,0 +1,1 @@
+"""The REST edge: endpoints, the edge layer, the API description, SSE, tokens, paths."""

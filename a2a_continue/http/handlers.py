@@ -1,0 +1,257 @@
+"""Thin HTTP endpoints: decode, call one use case, encode."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+
+from a2a_continue.core import (
+    agents,
+    cards,
+    continuation,
+    idempotency,
+    invoke,
+    refresh,
+    relay,
+    tasks,
+)
+from a2a_continue.core.callers import Caller
+from a2a_continue.core.exchange import Forwarded
+from a2a_continue.core.models import (
+    AgentCreate,
+    AgentPatch,
+    CancelBody,
+    ContinueBody,
+    StartBody,
+    decode_body,
+    encode,
+)
+from a2a_continue.errors import PayloadTooLarge
+from a2a_continue.http import sse
+from a2a_continue.limits import body_timeout
+from a2a_continue.obs.metrics import exposition
+from a2a_continue.runtime.gateway import Gateway
+
+JSON = "application/json"
+
+
+def gateway_of(request: Request) -> Gateway:
+    """The app's gateway, from the lifespan state."""
+    gw: Gateway = request.scope["state"]["gateway"]
+    return gw
+
+
+def caller_of(request: Request) -> Caller:
+    """The authenticated caller of the request."""
+    caller: Caller = request.scope["state"]["caller"]
+    return caller
+
+
+def agent_id_of(request: Request) -> uuid.UUID:
+    """The agent id of the request's path."""
+    agent_id: uuid.UUID = request.path_params["agent_id"]
+    return agent_id
+
+
+async def read_body(request: Request) -> bytes:
+    """Read the body, refusing it with 413 once it exceeds the configured size, and with
+    408 when it has not fully arrived within ``body_timeout_s``."""
+    settings = gateway_of(request).settings
+    limit = settings.max_body_bytes
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"the body is larger than {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(settings.body_timeout_s):
+            while True:
+                message = await request.receive()
+                if message["type"] == "http.disconnect":
+                    raise ClientDisconnect()
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    raise PayloadTooLarge(f"the body is larger than {limit} bytes")
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+    except TimeoutError:
+        raise body_timeout(settings.body_timeout_s) from None
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def json_response(value: Any, status: int = 200) -> Response:
+    """Encode ``value`` as a JSON response."""
+    return Response(encode(value), status_code=status, media_type=JSON)
+
+
+def forwarded(result: Forwarded) -> Response:
+    """Return the agent's answer unchanged, with the task state after the call."""
+    headers = {"A2A-Task-State": result.state} if result.state else {}
+    return Response(result.raw, media_type=JSON, headers=headers)
+
+
+async def healthz(request: Request) -> Response:
+    """The process is alive."""
+    return json_response({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    """The database answers."""
+    async with gateway_of(request).connection() as conn:
+        await conn.fetchval("SELECT 1")
+    return json_response({"status": "ready"})
+
+
+async def metrics(request: Request) -> Response:
+    """The Prometheus series (of every worker)."""
+    body, content_type = exposition()
+    return Response(body, headers={"Content-Type": content_type})
+
+
+async def create_agent(request: Request) -> Response:
+    """Register an agent for the caller."""
+    body = decode_body(await read_body(request), AgentCreate)
+    gw = gateway_of(request)
+    body, card = await cards.resolve_create(gw, body)
+    async with gw.connection() as conn:
+        agent = await agents.create_agent(
+            conn, caller_of(request), body, gw.sealer, gw.settings.agent_networks, card
+        )
+    return json_response(agent, status=201)
+
+
+async def list_agents(request: Request) -> Response:
+    """List the agents the caller can see."""
+    async with gateway_of(request).connection() as conn:
+        page = await agents.list_agents(conn, caller_of(request), request.query_params)
+    return json_response(page)
+
+
+async def get_agent(request: Request) -> Response:
+    """Show one agent."""
+    async with gateway_of(request).connection() as conn:
+        agent = await agents.get_agent(conn, caller_of(request), agent_id_of(request))
+    return json_response(agent)
+
+
+async def update_agent(request: Request) -> Response:
+    """Change an agent (owner or admin)."""
+    patch = decode_body(await read_body(request), AgentPatch)
+    gw = gateway_of(request)
+    patch, card = await cards.resolve_patch(gw, caller_of(request), agent_id_of(request), patch)
+    async with gw.connection() as conn:
+        agent = await agents.update_agent(
+            conn,
+            caller_of(request),
+            agent_id_of(request),
+            patch,
+            gw.sealer,
+            gw.settings.agent_networks,
+            card,
+        )
+    return json_response(agent)
+
+
+async def delete_agent(request: Request) -> Response:
+    """Delete an agent (owner or admin)."""
+    async with gateway_of(request).connection() as conn:
+        await agents.delete_agent(conn, caller_of(request), agent_id_of(request))
+    return Response(status_code=204)
+
+
+async def start_task(request: Request) -> Response:
+    """Send a first message to an agent."""
+    raw = await read_body(request)
+    body = decode_body(raw, StartBody)
+    gw, caller, agent_id = gateway_of(request), caller_of(request), agent_id_of(request)
+    async with idempotency.for_request(request, raw, "start") as slot:
+        if sse.wants_stream(request):
+            return slot.keep(
+                await sse.relay_response(
+                    gw, lambda: relay.stream_start(gw, caller, agent_id, body, key=slot)
+                )
+            )
+        result = await invoke.start_task(gw, caller, agent_id, body)
+        return slot.keep(forwarded(result))
+
+
+async def list_tasks(request: Request) -> Response:
+    """List the caller's tasks of one agent."""
+    async with gateway_of(request).connection() as conn:
+        page = await tasks.list_tasks(
+            conn, caller_of(request), agent_id_of(request), request.query_params
+        )
+    return json_response(page)
+
+
+async def get_task(request: Request) -> Response:
+    """Show one task (``?refresh=true``: as the agent reports it now)."""
+    task_id = request.path_params["task_id"]
+    if refresh.refresh_param(request.query_params):
+        fresh = await refresh.refresh_task(
+            gateway_of(request), caller_of(request), agent_id_of(request), task_id
+        )
+        return json_response(fresh)
+    async with gateway_of(request).connection() as conn:
+        task = await tasks.get_task(conn, caller_of(request), agent_id_of(request), task_id)
+    return json_response(task)
+
+
+async def list_events(request: Request) -> Response:
+    """List a task's events after a sequence number (or stream them, live)."""
+    if sse.wants_stream(request):
+        return await sse.event_stream_response(
+            request,
+            gateway_of(request),
+            caller_of(request),
+            agent_id_of(request),
+            request.path_params["task_id"],
+        )
+    async with gateway_of(request).connection() as conn:
+        page = await tasks.list_events(
+            conn,
+            caller_of(request),
+            agent_id_of(request),
+            request.path_params["task_id"],
+            request.query_params,
+        )
+    return json_response(page)
+
+
+async def continue_task(request: Request) -> Response:
+    """Send a follow-up message to a task."""
+    raw = await read_body(request)
+    body = decode_body(raw, ContinueBody)
+    gw, caller, agent_id = gateway_of(request), caller_of(request), agent_id_of(request)
+    task_id = request.path_params["task_id"]
+    async with idempotency.for_request(request, raw, "continue", with_claim=True) as slot:
+        if sse.wants_stream(request):
+            return slot.keep(
+                await sse.relay_response(
+                    gw,
+                    lambda: relay.stream_follow_up(gw, caller, agent_id, task_id, body, key=slot),
+                )
+            )
+        result = await continuation.continue_task(gw, caller, agent_id, task_id, body, key=slot)
+        return slot.keep(forwarded(result))
+
+
+async def cancel_task(request: Request) -> Response:
+    """Cancel a task."""
+    raw = await read_body(request)
+    if raw.strip():
+        decode_body(raw, CancelBody)
+    async with idempotency.for_request(request, raw, "cancel") as slot:
+        task = await invoke.cancel_task(
+            gateway_of(request),
+            caller_of(request),
+            agent_id_of(request),
+            request.path_params["task_id"],
+        )
+        return slot.keep(json_response(task))

@@ -1,0 +1,1 @@
+"""What one process holds and lends: the pool, the hub, open streams, call limits."""

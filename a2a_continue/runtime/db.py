@@ -1,0 +1,209 @@
+"""The connection pool and the migrations runner."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import msgspec
+from asyncpg.pool import PoolConnectionProxy
+
+from a2a_continue.limits import encode_storable_json
+
+log = logging.getLogger(__name__)
+
+# Any 64-bit number held only by this service; serializes migrations across replicas.
+MIGRATION_LOCK_ID = 7_311_052_001
+
+Pool = asyncpg.Pool
+Connection = asyncpg.Connection
+# What query functions accept: a plain connection or one lent by the pool.
+Conn = asyncpg.Connection | PoolConnectionProxy
+Record = asyncpg.Record
+QueryLogger = Callable[[Any], None]
+
+
+def sql_dir() -> Path:
+    """Return the folder holding the numbered migrations (in the wheel or the checkout)."""
+    package = Path(__file__).parent.parent
+    packaged = package / "sql"
+    return packaged if packaged.is_dir() else package.parent / "sql"
+
+
+def migration_files() -> list[Path]:
+    """List the migrations in the order they apply."""
+    return sorted(sql_dir().glob("[0-9][0-9][0-9][0-9]_*.sql"))
+
+
+async def _init_connection(conn: Connection) -> None:
+    for name in ("json", "jsonb"):
+        await conn.set_type_codec(
+            name, encoder=encode_storable_json, decoder=msgspec.json.decode, schema="pg_catalog"
+        )
+
+
+async def _keep_session(conn: Connection) -> None:
+    # The service keeps no session state (no LISTEN, no session locks, no SET), so a
+    # released connection needs no reset query: one round trip fewer per request.
+    return None
+
+
+async def create_pool(
+    url: str, size: int, on_query: QueryLogger | None = None, *, timeout_s: float | None = None
+) -> Pool:
+    """Open the pool; ``on_query`` sees every statement (used to count round trips).
+
+    ``timeout_s`` bounds each connect and each statement (client and server side).
+    """
+
+    async def init(conn: Connection) -> None:
+        await _init_connection(conn)
+        if on_query is not None:
+            conn.add_query_logger(on_query)
+
+    # min_size=0: connections open on first use, so the app starts while the database is
+    # down and /readyz (and every route) answers 503 instead of the process dying.
+    bounds: dict[str, Any] = {}
+    if timeout_s is not None:
+        bounds = {
+            "timeout": timeout_s,
+            "command_timeout": timeout_s,
+            "server_settings": {"statement_timeout": str(max(1, int(timeout_s * 1000)))},
+        }
+    pool = await asyncpg.create_pool(
+        url, min_size=0, max_size=size, init=init, reset=_keep_session, **bounds
+    )
+    assert pool is not None
+    return pool
+
+
+class HeldConnections:
+    """Connections kept out of the pool between statements, so lending one is a list pop.
+
+    asyncpg's own acquire and release cost more than a short statement (a queue, a proxy
+    object and a shielded task each way). A connection that ends its turn cleanly goes to
+    the next waiting caller or waits here; one that saw any error goes back to the pool,
+    which checks it. At most ``keep`` (the pool's size) are out of the pool at once, and a
+    caller beyond that waits here, never inside the pool, so nothing waits on a connection
+    parked in this list.
+    """
+
+    def __init__(self, pool: Pool, keep: int) -> None:
+        self.pool = pool
+        self.keep = keep
+        self.out = 0
+        self.idle: list[Any] = []
+        self.waiters: deque[asyncio.Future[Any]] = deque()
+
+    async def acquire(self, wait_s: float | None = None) -> Any:
+        """A connection: a held one if any, else one from the pool (waiting up to wait_s)."""
+        while self.idle:
+            # A connection whose server end went away while it waited here (a restart, a
+            # terminated backend) goes back to the pool, which replaces it, rather than a
+            # caller getting a 503 for it.
+            conn = self.idle.pop()
+            try:
+                if not conn.is_closed():
+                    return conn
+            except asyncpg.InterfaceError:  # asyncpg gave it back itself when it closed
+                self.out -= 1
+                continue
+            self.out -= 1
+            await self.pool.release(conn)
+        if self.out < self.keep:
+            self.out += 1
+            try:
+                return await self.pool.acquire(timeout=wait_s)
+            except BaseException:
+                self.out -= 1
+                self._wake()
+                raise
+        waiter = asyncio.get_running_loop().create_future()
+        self.waiters.append(waiter)
+        try:
+            async with asyncio.timeout(wait_s):
+                conn = await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self._hand_on(waiter.result())
+            else:
+                with suppress(ValueError):
+                    self.waiters.remove(waiter)
+            raise
+        if conn is None:  # room at the pool: take from it
+            return await self.acquire(wait_s)
+        return conn
+
+    async def release(self, conn: Any, clean: bool) -> None:
+        """Pass on a connection that ended its turn cleanly; return any other to the pool."""
+        if clean and not conn.is_closed() and not conn.is_in_transaction():
+            self._hand_on(conn)
+            return
+        self.out -= 1
+        try:
+            await self.pool.release(conn)
+        finally:
+            self._wake()
+
+    def _hand_on(self, conn: Any) -> None:
+        """Give a connection (None: room at the pool) to the first waiter, else keep it."""
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(conn)
+                return
+        if conn is not None:
+            self.idle.append(conn)
+
+    def _wake(self) -> None:
+        if self.waiters:
+            self._hand_on(None)
+
+    async def close(self) -> None:
+        """Give every held connection back to the pool (before closing it)."""
+        idle, self.idle = self.idle, []
+        self.out -= len(idle)
+        for conn in idle:
+            await self.pool.release(conn)
+
+
+async def migrate(conn: Connection) -> list[str]:
+    """Apply each migration not yet recorded, each in its own transaction; return those applied."""
+    applied_now: list[str] = []
+    await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_ID)
+    try:
+        await conn.execute(
+            """
+            CREATE TABLE IF NOT EXISTS schema_migrations (
+                version    text PRIMARY KEY,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """
+        )
+        done = {row["version"] for row in await conn.fetch("SELECT version FROM schema_migrations")}
+        for path in migration_files():
+            if path.stem in done:
+                continue
+            async with conn.transaction():
+                await conn.execute(path.read_text())
+                await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", path.stem)
+            log.info("applied migration %s", path.stem)
+            applied_now.append(path.stem)
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_ID)
+    return applied_now
+
+
+async def migrate_url(url: str) -> list[str]:
+    """Connect to ``url`` and apply the pending migrations."""
+    conn = await asyncpg.connect(url)
+    try:
+        return await migrate(conn)
+    finally:
+        await conn.close()

@@ -1,0 +1,78 @@
+"""The streams one process serves: a cap on how many are open, and the agent readers that
+keep recording after their caller has gone."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+from a2a_continue.errors import AppError
+from a2a_continue.obs import metrics
+
+log = logging.getLogger(__name__)
+
+
+class TooManyStreams(AppError):
+    status, slug, title = 503, "too-many-streams", "Too many open streams"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"this process already serves {limit} streams; try again shortly")
+        self.headers["Retry-After"] = "5"
+
+
+class Slot:
+    """One open stream; released once, however the stream ends."""
+
+    def __init__(self, streams: Streams) -> None:
+        self._streams: Streams | None = streams
+
+    def release(self) -> None:
+        """Give the slot back (idempotent)."""
+        if self._streams is not None:
+            self._streams.open -= 1
+            self._streams = None
+            metrics.sse_stream(-1)
+
+
+class Streams:
+    """Count open SSE streams against a limit and own the background agent readers."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open = 0
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def take(self) -> Slot:
+        """Take a slot for a new stream, or refuse with 503."""
+        if self.open >= self.limit:
+            raise TooManyStreams(self.limit)
+        self.open += 1
+        metrics.sse_stream(1)
+        return Slot(self)
+
+    def spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        """Run ``work`` independently of any request; it is cancelled at shutdown."""
+        task = asyncio.create_task(work, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background stream %s failed", task.get_name(), exc_info=task.exception())
+
+    async def idle(self) -> None:
+        """Wait until every background reader has finished (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def close(self) -> None:
+        """Cancel the background readers and wait for them to clean up."""
+        for task in list(self._tasks):
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await self.idle()
