@@ -27,8 +27,8 @@ from a2a_continue.runtime.db import migrate_url
 from a2a_continue.runtime.hub import EVENTS_CHANNEL
 from a2a_continue.runtime.secrets import new_key
 from a2a_continue.settings import Settings
-from tests.sdk_agent import SdkAgent, run_sdk_agent
-from tests.servers import serve_aiohttp, serve_asgi
+from tests.support.sdk_agent import SdkAgent, run_sdk_agent
+from tests.support.servers import serve_aiohttp, serve_asgi
 
 JWT_SECRET = "test-secret-" + "x" * 32
 

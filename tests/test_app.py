@@ -16,7 +16,7 @@ from a2a_continue.app import ROUTES, create_app
 from a2a_continue.core import callers as auth
 from a2a_continue.settings import Settings
 from tests.conftest import Client, Response, token
-from tests.servers import serve_asgi
+from tests.support.servers import serve_asgi
 
 PROBLEM = "application/problem+json"
 

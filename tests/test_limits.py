@@ -17,8 +17,8 @@ from a2a_continue.core.callers import mint_token
 from a2a_continue.limits import MAX_JSON_DEPTH, json_depth
 from a2a_continue.settings import Settings
 from tests.conftest import JWT_SECRET, Client, FakeAgent, Handler, register
-from tests.hardening import JSON, Scripted, counts, task_v10
-from tests.servers import serve_asgi
+from tests.support.hardening import JSON, Scripted, counts, task_v10
+from tests.support.servers import serve_asgi
 
 StartFake = Callable[[Handler], Awaitable[FakeAgent]]
 NUL = "\x00"

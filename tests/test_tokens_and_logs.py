@@ -18,7 +18,7 @@ from a2a_continue import cli
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings, SettingsError
 from tests.conftest import JWT_SECRET, Client, token
-from tests.test_continue_concurrency import free_port
+from tests.core.test_continuation_processes import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 

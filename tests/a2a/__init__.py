@@ -1,0 +1,1 @@
+"""Tests of the A2A wire layer (a2a_continue.a2a)."""

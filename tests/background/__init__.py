@@ -1,0 +1,1 @@
+"""Tests of the background work (a2a_continue.background)."""

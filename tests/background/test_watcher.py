@@ -1,0 +1,702 @@
+"""The watcher (SPEC §8.4): live tasks are followed to their next settled state by themselves."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import aiohttp
+import asyncpg
+import msgspec
+import pytest
+from aiohttp import web
+
+from a2a_continue.app import create_app
+from a2a_continue.settings import Settings, SettingsError, load_settings
+from tests.conftest import Client
+from tests.core.test_continuation import (
+    BUSY_TYPE,
+    Agent,
+    StartFake,
+    assert_problem,
+    events,
+    register,
+    register_fake,
+    rpc_error,
+    rpc_result,
+    task_body,
+)
+from tests.support.facade_clients import rpc as facade_rpc
+from tests.support.facade_clients import v03_message, v10_message
+from tests.support.sdk_agent import run_sdk_agent
+from tests.support.servers import serve_asgi
+from tests.support.sse_client import all_events
+
+JSON = dict[str, Any]
+T = TypeVar("T")
+GET_TASK = {"1.0": "GetTask", "0.3": "tasks/get"}
+RETURN_NOW = {"configuration": {"returnImmediately": True}}
+
+
+def fast(settings: Settings, **changes: Any) -> Settings:
+    """The test settings with a watcher quick enough for tests."""
+    values: JSON = {
+        "watch_poll_base_s": 0.05,
+        "watch_poll_max_s": 0.2,
+        "watch_pickup_s": 0.2,
+        "watch_lease_s": 2.0,
+        "watch_renew_s": 0.5,
+        **changes,
+    }
+    return msgspec.structs.replace(settings, **values)
+
+
+@pytest.fixture
+async def watching(settings: Settings, db: asyncpg.Connection) -> AsyncIterator[Client]:
+    """A client of a gateway whose watcher polls every few tens of milliseconds."""
+    async with serve_asgi(create_app(fast(settings))) as base, aiohttp.ClientSession() as s:
+        yield Client(base, s)
+
+
+async def eventually(check: Callable[[], Awaitable[T | None] | T | None], what: str) -> T:
+    """Wait until ``check`` returns something (the watcher works in the background)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        found = check()
+        if inspect.isawaitable(found):
+            found = await found
+        if found is not None and found is not False:
+            return found
+        await asyncio.sleep(0.02)
+    pytest.fail(f"never happened: {what}")
+
+
+async def stored_state(client: Client, agent: Agent, task_id: str) -> str:
+    r = await client.call("GET", agent.task(task_id))
+    assert r.status == 200, r.raw
+    state: str = r.json()["state"]
+    return state
+
+
+async def settles_as(client: Client, agent: Agent, task_id: str, state: str) -> None:
+    async def reached() -> bool:
+        return await stored_state(client, agent, task_id) == state
+
+    await eventually(reached, f"task {task_id} stored as {state}")
+
+
+def calls(agent: Agent, method: str) -> list[JSON]:
+    return [r for r in agent.received if r.get("method") == method]
+
+
+async def start_now(client: Client, agent: Agent, text: str) -> tuple[str, str]:
+    """Start with returnImmediately; return the task id and the state the answer showed."""
+    r = await client.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": text, **RETURN_NOW})
+    assert r.status == 200, r.raw
+    result = r.json()["result"]
+    task = result.get("task", result)
+    return task["id"], r.headers["A2A-Task-State"]
+
+
+async def lease_of(db: asyncpg.Connection, task_id: str) -> asyncpg.Record:
+    row = await db.fetchrow(
+        "SELECT watch_token, watch_expires_at, watch_started_at, watch_past, watch_failed_at"
+        " FROM a2a_tasks WHERE task_id = $1",
+        task_id,
+    )
+    assert row is not None
+    return row
+
+
+async def watch_ended(db: asyncpg.Connection, task_id: str) -> None:
+    async def ended() -> bool:
+        return (await lease_of(db, task_id))["watch_token"] is None
+
+    await eventually(ended, f"the watch of {task_id} ended")
+
+
+# ---- a real a2a-sdk agent -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_return_immediately_start_is_polled_to_input_required(
+    watching: Client, db: asyncpg.Connection, version: str
+) -> None:
+    async with run_sdk_agent() as sdk:
+        agent = await register(watching, sdk.url, version, sdk.received)
+
+        task_id, answered = await start_now(watching, agent, "slow")
+
+        assert answered in ("submitted", "working")
+        config = sdk.received[0]["params"]["configuration"]
+        assert config == ({"returnImmediately": True} if version == "1.0" else {"blocking": False})
+        await eventually(lambda: calls(agent, GET_TASK[version]), "a GetTask")
+        sdk.proceed.set()
+        await settles_as(watching, agent, task_id, "input-required")
+        await watch_ended(db, task_id)
+
+    logged = await events(watching, agent, task_id)
+    assert logged[0]["type"] == "task_created"
+    updates = logged[1:]
+    assert updates and {e["type"] for e in updates} == {"task_updated"}
+    assert {e["data"]["source"] for e in updates} == {"poll"}
+    assert {e["actor"] for e in updates} == {"a2a-continue"}
+    assert (updates[-1]["newState"], updates[-1]["data"]) == ("input-required", {"source": "poll"})
+    assert not calls(agent, "SendMessage")[1:] and not calls(agent, "message/send")[1:]
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_return_immediately_follow_up_is_polled_to_completion(
+    watching: Client, db: asyncpg.Connection, version: str
+) -> None:
+    async with run_sdk_agent(streaming=True, pause_s=10.0) as sdk:
+        agent = await register(watching, sdk.url, version, sdk.received)
+        r = await watching.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+        assert r.headers["A2A-Task-State"] == "input-required"
+        result = r.json()["result"]
+        task_id = result.get("task", result)["id"]
+
+        r = await watching.call("POST", agent.messages(task_id), {"text": "slow", **RETURN_NOW})
+
+        assert r.status == 200, r.raw
+        assert r.headers["A2A-Task-State"] in ("working", "input-required")
+        await eventually(lambda: calls(agent, GET_TASK[version]), "a GetTask")
+        sdk.proceed.set()
+        await settles_as(watching, agent, task_id, "completed")
+
+    logged = await events(watching, agent, task_id)
+    continued = [e["type"] for e in logged].index("task_continued")
+    after = logged[continued + 1 :]
+    assert after and {(e["type"], e["data"]["source"]) for e in after} == {("task_updated", "poll")}
+    assert after[-1]["newState"] == "completed"
+    stored = (await watching.call("GET", agent.task(task_id))).json()
+    assert "forecast" in [a["artifactId"] for a in stored["artifacts"]]
+
+
+SUBSCRIBE = {"1.0": "SubscribeToTask", "0.3": "tasks/resubscribe"}
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_return_immediately_start_of_a_streaming_agent_is_followed_by_subscription(
+    watching: Client, db: asyncpg.Connection, version: str
+) -> None:
+    async with run_sdk_agent(streaming=True, pause_s=10.0) as sdk:
+        agent = await register(
+            watching, sdk.url, version, sdk.received, capabilities={"streaming": True}
+        )
+
+        task_id, answered = await start_now(watching, agent, "slow")
+
+        assert answered in ("submitted", "working")
+        await eventually(lambda: calls(agent, SUBSCRIBE[version]), "a subscription")
+        sdk.proceed.set()
+        await settles_as(watching, agent, task_id, "input-required")
+        await watch_ended(db, task_id)
+
+    assert len(calls(agent, SUBSCRIBE[version])) == 1
+    assert calls(agent, GET_TASK[version]) == []
+    logged = await events(watching, agent, task_id)
+    updates = logged[1:]
+    assert updates and {e["type"] for e in updates} == {"task_updated"}
+    assert {e["data"]["source"] for e in updates} == {"subscribe"}
+    assert updates[-1]["newState"] == "input-required"
+    stored = (await watching.call("GET", agent.task(task_id))).json()
+    assert [a["artifactId"] for a in stored["artifacts"]] == ["draft"]
+    assert [p["text"] for p in stored["artifacts"][0]["parts"]] == ["Looking ", "for a city"]
+
+
+async def test_refused_subscription_falls_back_to_polling(
+    watching: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    asked = {"id": "T1", "contextId": "C1", "status": {"state": "input-required"}}
+
+    async def no_streams_here(request: JSON) -> JSON:
+        if request["method"] == "tasks/resubscribe":
+            return rpc_error(request, -32001, "Task not running")
+        if request["method"] == "tasks/get":
+            return rpc_result(request, {"kind": "task", **asked})
+        return rpc_result(request, task_body("0.3", "T1", "working", "C1"))
+
+    agent = await register_fake(
+        watching, fake_agent, no_streams_here, "0.3", capabilities={"streaming": True}
+    )
+    await watching.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+
+    await settles_as(watching, agent, "T1", "input-required")
+    await watch_ended(db, "T1")
+    assert [r["method"] for r in agent.received] == [
+        "message/send",
+        "tasks/resubscribe",
+        "tasks/get",
+    ]
+    logged = (await events(watching, agent, "T1"))[-1]
+    assert (logged["type"], logged["data"]) == ("task_updated", {"source": "poll"})
+
+
+async def test_task_left_working_by_a_broken_stream_is_followed_to_its_end(
+    watching: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    working = {"id": "T1", "contextId": "C1", "status": {"state": "TASK_STATE_WORKING"}}
+
+    async def breaks_off(request: JSON) -> Any:
+        if request["method"] == "SendStreamingMessage":
+            frame = msgspec.json.encode(rpc_result(request, {"task": working}))
+            return web.Response(body=b"data: " + frame + b"\n\n", content_type="text/event-stream")
+        if request["method"] == "SubscribeToTask":
+            return rpc_error(request, -32001, "Task not running")
+        asking = {**working, "status": status("input-required", "Which city?")}
+        return rpc_result(request, asking)
+
+    agent = await register_fake(watching, fake_agent, breaks_off, capabilities={"streaming": True})
+    r = await watching.call(
+        "POST",
+        f"/v1/a2a/{agent.id}/messages",
+        {"text": "go"},
+        headers={"Accept": "text/event-stream"},
+    )
+    assert r.status == 200, r.raw
+
+    await settles_as(watching, agent, "T1", "input-required")
+    await watch_ended(db, "T1")
+    methods = [request["method"] for request in agent.received]
+    assert methods == ["SendStreamingMessage", "SubscribeToTask", "GetTask"]
+    logged = await events(watching, agent, "T1")
+    assert [(e["type"], e["newState"]) for e in logged] == [
+        ("task_created", "working"),
+        ("task_updated", "input-required"),
+    ]
+    assert logged[-1]["data"] == {"source": "poll"}
+
+
+# ---- scripted agents ----------------------------------------------------------------------
+
+
+class Scripted:
+    """A 1.0 agent: starts T1 in ``first`` and answers each GetTask with the next status."""
+
+    def __init__(self, first: str, statuses: list[JSON | int], final: JSON | None = None) -> None:
+        self.first = first
+        self.statuses = statuses
+        self.final = final
+        self.gets = 0
+        self.hold: asyncio.Event | None = None
+
+    async def __call__(self, request: JSON) -> JSON:
+        if request["method"] == "GetTask":
+            self.gets += 1
+            if self.hold is not None:
+                await self.hold.wait()
+            step = self.statuses.pop(0) if self.statuses else self.final
+            if isinstance(step, int):
+                return rpc_error(request, step, "Task not found")
+            assert step is not None
+            return rpc_result(request, {"id": "T1", "contextId": "C1", "status": step})
+        return rpc_result(request, task_body("1.0", "T1", self.first, "C1"))
+
+
+def status(state: str, text: str | None = None, message_id: str | None = None) -> JSON:
+    out: JSON = {"state": "TASK_STATE_" + state.upper().replace("-", "_")}
+    if text is not None:
+        out["message"] = {
+            "messageId": message_id or text,
+            "role": "ROLE_AGENT",
+            "parts": [{"text": text}],
+        }
+    return out
+
+
+async def test_agent_that_lost_the_task_ends_the_watch_with_agent_lost_task(
+    watching: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    script = Scripted("working", [-32001])
+    agent = await register_fake(watching, fake_agent, script)
+
+    r = await watching.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+    assert r.headers["A2A-Task-State"] == "working"
+
+    async def failed() -> JSON | None:
+        logged = await events(watching, agent, "T1")
+        return logged[-1] if logged[-1]["type"] == "task_watch_failed" else None
+
+    event = await eventually(failed, "task_watch_failed")
+    assert event["data"]["reason"] == "agent-lost-task"
+    assert (event["previousState"], event["newState"], event["actor"]) == (
+        "working",
+        "working",
+        "a2a-continue",
+    )
+    assert await stored_state(watching, agent, "T1") == "working"
+    assert (await lease_of(db, "T1"))["watch_failed_at"] is not None
+    await asyncio.sleep(0.6)  # three pick-up periods: a given-up task is not taken again
+    assert script.gets == 1
+    assert [e["type"] for e in await events(watching, agent, "T1")] == [
+        "task_created",
+        "task_watch_failed",
+    ]
+
+
+async def test_watch_longer_than_the_limit_ends_with_watch_expired(
+    settings: Settings, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    script = Scripted("working", [], final=status("working"))
+    app = create_app(fast(settings, watch_max_s=0.3))
+    async with serve_asgi(app) as base, aiohttp.ClientSession() as session:
+        client = Client(base, session)
+        agent = await register_fake(client, fake_agent, script)
+        await client.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+
+        async def failed() -> JSON | None:
+            logged = await events(client, agent, "T1")
+            return logged[-1] if logged[-1]["type"] == "task_watch_failed" else None
+
+        event = await eventually(failed, "task_watch_failed")
+        assert event["data"]["reason"] == "watch-expired"
+        assert event["newState"] == "working"
+        assert script.gets >= 1
+        assert await stored_state(client, agent, "T1") == "working"
+        lease = await lease_of(db, "T1")
+        assert (lease["watch_token"], lease["watch_started_at"]) == (None, None)
+
+
+async def test_deleting_the_agent_stops_the_watch(
+    watching: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    script = Scripted("working", [], final=status("working"))
+    script.hold = asyncio.Event()
+    agent = await register_fake(watching, fake_agent, script)
+    await watching.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+    await eventually(lambda: script.gets, "a GetTask")
+
+    r = await watching.call("DELETE", f"/v1/a2a/agents/{agent.id}")
+    assert r.status == 204
+    script.hold.set()
+    await asyncio.sleep(0.6)  # several poll periods
+
+    assert script.gets == 1
+    assert await db.fetchval("SELECT count(*) FROM a2a_tasks") == 0
+
+
+async def test_return_immediately_follow_up_waits_past_the_status_it_was_answered_with(
+    watching: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    asked = status("input-required", "Which city?", "m1")
+    # The agent answers the send with the task's previous status, reports it once more when
+    # asked, then works, then asks again with a new message.
+    script = Scripted(
+        "input-required",
+        [asked, status("working"), status("input-required", "Which country?", "m2")],
+    )
+    script.hold = asyncio.Event()
+
+    async def agent_script(request: JSON) -> JSON:
+        if request["method"] == "SendMessage" and "taskId" in request["params"]["message"]:
+            return rpc_result(request, {"task": {"id": "T1", "contextId": "C1", "status": asked}})
+        return await script(request)
+
+    agent = await register_fake(watching, fake_agent, agent_script)
+    await watching.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+    body = {"text": "Paris", **RETURN_NOW}
+
+    r = await watching.call("POST", agent.messages("T1"), body)
+
+    assert r.status == 200, r.raw
+    assert r.headers["A2A-Task-State"] == "input-required"
+    assert agent.received[1]["params"]["configuration"] == {"returnImmediately": True}
+    busy = await watching.call("POST", agent.messages("T1"), {"text": "Rome"})
+    assert assert_problem(busy, 409)["type"] == BUSY_TYPE
+    assert len(calls(agent, "SendMessage")) == 2
+    script.hold.set()
+    await eventually(lambda: not script.statuses, "every scripted status asked")
+    await watch_ended(db, "T1")
+
+    logged = await events(watching, agent, "T1")
+    assert [(e["type"], e["newState"], e["data"].get("source")) for e in logged] == [
+        ("task_created", "input-required", None),
+        ("task_continued", "input-required", None),
+        ("task_updated", "working", "poll"),
+        ("task_updated", "input-required", "poll"),
+    ]
+    stored = (await watching.call("GET", agent.task("T1"))).json()
+    assert stored["statusMessage"]["messageId"] == "m2"
+    assert script.gets == 3
+    r = await watching.call("POST", agent.messages("T1"), {"text": "France"})
+    assert r.status == 200, r.raw
+
+
+async def test_graceful_shutdown_gives_the_lease_back_for_another_gateway_at_once(
+    settings: Settings, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    script = Scripted("working", [], final=status("working"))
+    # A lease far longer than the test: only its release lets the second gateway take over.
+    slow_expiry = fast(settings, watch_lease_s=600.0, watch_renew_s=300.0)
+    async with aiohttp.ClientSession() as session:
+        async with serve_asgi(create_app(slow_expiry)) as base:
+            first = Client(base, session)
+            agent = await register_fake(first, fake_agent, script)
+            await first.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+            await eventually(lambda: script.gets, "the first gateway polls")
+            held = (await lease_of(db, "T1"))["watch_token"]
+            assert held is not None
+
+        released = await lease_of(db, "T1")
+        assert released["watch_token"] is None
+        assert released["watch_started_at"] is not None
+        asked = script.gets
+
+        async with serve_asgi(create_app(slow_expiry)) as base:
+            second = Client(base, session)
+            await eventually(lambda: script.gets > asked, "the second gateway polls")
+            taken = (await lease_of(db, "T1"))["watch_token"]
+            assert taken not in (None, held)
+            script.final = status("input-required", "Which city?")
+            await settles_as(second, agent, "T1", "input-required")
+            await watch_ended(db, "T1")
+
+
+async def test_live_task_left_by_a_start_is_followed_without_returnimmediately(
+    watching: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    script = Scripted("submitted", [status("working")], final=status("completed"))
+    agent = await register_fake(watching, fake_agent, script)
+
+    r = await watching.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+
+    assert r.headers["A2A-Task-State"] == "submitted"
+    assert "configuration" not in agent.received[0]["params"]
+    await settles_as(watching, agent, "T1", "completed")
+    logged = await events(watching, agent, "T1")
+    assert [(e["type"], e["newState"]) for e in logged] == [
+        ("task_created", "submitted"),
+        ("task_updated", "working"),
+        ("task_updated", "completed"),
+    ]
+    await watch_ended(db, "T1")
+    assert script.gets == 2
+
+
+async def test_agent_errors_while_polling_are_retried_with_back_off(
+    watching: Client, fake_agent: StartFake
+) -> None:
+    script = Scripted("working", [-32603], final=status("input-required", "City?"))
+
+    async def flaky(request: JSON) -> Any:
+        if request["method"] == "GetTask" and script.gets == 0:
+            script.gets += 1
+            return web.Response(status=503)
+        return await script(request)
+
+    agent = await register_fake(watching, fake_agent, flaky)
+    await watching.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+
+    await settles_as(watching, agent, "T1", "input-required")
+    assert script.gets == 3
+    assert [e["type"] for e in await events(watching, agent, "T1")] == [
+        "task_created",
+        "task_updated",
+    ]
+
+
+async def test_a_process_follows_no_more_tasks_than_its_concurrency(
+    settings: Settings, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    states = {"T1": "working", "T2": "working"}
+
+    async def two_tasks(request: JSON) -> JSON:
+        if request["method"] == "GetTask":
+            task_id = request["params"]["id"]
+            return rpc_result(request, {"id": task_id, "status": status(states[task_id], "?")})
+        task_id = "T2" if "T1" in started else "T1"
+        started.add(task_id)
+        return rpc_result(request, task_body("1.0", task_id, "working"))
+
+    started: set[str] = set()
+    app = create_app(fast(settings, watch_concurrency=1))
+    async with serve_asgi(app) as base, aiohttp.ClientSession() as session:
+        client = Client(base, session)
+        agent = await register_fake(client, fake_agent, two_tasks)
+        for _ in states:
+            await client.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+        await eventually(lambda: calls(agent, "GetTask"), "a poll")
+        await asyncio.sleep(0.5)  # several pick-up periods
+
+        leased = await db.fetch("SELECT task_id FROM a2a_tasks WHERE watch_token IS NOT NULL")
+        polled = {r["params"]["id"] for r in calls(agent, "GetTask")}
+        assert len(leased) == 1 and polled == {leased[0]["task_id"]}
+        first = leased[0]["task_id"]
+        other = "T2" if first == "T1" else "T1"
+        states[first] = "input-required"
+        await settles_as(client, agent, first, "input-required")
+        polls = lambda: {r["params"]["id"] for r in calls(agent, "GetTask")}  # noqa: E731
+        await eventually(lambda: other in polls(), "the other task polled once there is room")
+        states[other] = "input-required"
+        await settles_as(client, agent, other, "input-required")
+
+
+@pytest.mark.parametrize(
+    ("version", "flag", "sent"),
+    [
+        ("1.0", True, {"returnImmediately": True}),
+        ("1.0", False, {"returnImmediately": False}),
+        ("0.3", True, {"blocking": False}),
+        ("0.3", False, {"blocking": True}),
+    ],
+)
+async def test_return_immediately_is_sent_in_the_agents_version(
+    watching: Client, fake_agent: StartFake, version: str, flag: bool, sent: JSON
+) -> None:
+    async def asks(request: JSON) -> JSON:
+        return rpc_result(request, task_body(version, "T1", "input-required", "C1"))
+
+    body = {"text": "go", "configuration": {"returnImmediately": flag, "historyLength": 2}}
+    starts = await register_fake(watching, fake_agent, asks, version)
+    continues = await register_fake(watching, fake_agent, asks, version)
+
+    await watching.call("POST", f"/v1/a2a/{starts.id}/messages", body)
+    await watching.call("POST", f"/v1/a2a/{continues.id}/messages", {"text": "go"})
+    r = await watching.call("POST", continues.messages("T1"), body)
+
+    assert r.status == 200, r.raw
+    assert starts.received[0]["params"]["configuration"] == {"historyLength": 2, **sent}
+    assert continues.received[1]["params"]["configuration"] == {"historyLength": 2, **sent}
+
+
+async def test_return_immediately_must_be_a_boolean(
+    watching: Client, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(watching, fake_agent, Scripted("working", []))
+    body = {"text": "go", "configuration": {"returnImmediately": "yes"}}
+
+    r = await watching.call("POST", f"/v1/a2a/{agent.id}/messages", body)
+
+    problem = assert_problem(r, 422)
+    assert problem["errors"][0]["loc"] == "$.configuration.returnImmediately"
+    assert agent.received == []
+
+
+# ---- settings -----------------------------------------------------------------------------
+
+
+def test_watch_settings_defaults_and_variables() -> None:
+    defaults = load_settings({})
+    assert (defaults.watch_concurrency, defaults.watch_max_s) == (100, 86400.0)
+    assert (defaults.watch_poll_base_s, defaults.watch_poll_max_s) == (1.0, 30.0)
+    assert (defaults.watch_lease_s, defaults.watch_renew_s) == (30.0, 10.0)
+    assert defaults.watch_pickup_s == 5.0
+    env = {
+        "A2AC_WATCH_CONCURRENCY": "7",
+        "A2AC_WATCH_MAX_S": "60",
+        "A2AC_WATCH_LEASE_S": "4",
+        "A2AC_WATCH_RENEW_S": "1",
+        "A2AC_WATCH_PICKUP_S": "2",
+        "A2AC_WATCH_POLL_BASE_S": "0.5",
+        "A2AC_WATCH_POLL_MAX_S": "8",
+    }
+    read = load_settings(env)
+    assert (read.watch_concurrency, read.watch_max_s, read.watch_lease_s) == (7, 60.0, 4.0)
+    assert (read.watch_renew_s, read.watch_pickup_s) == (1.0, 2.0)
+    assert (read.watch_poll_base_s, read.watch_poll_max_s) == (0.5, 8.0)
+
+
+@pytest.mark.parametrize(
+    ("env", "names"),
+    [
+        ({"A2AC_WATCH_CONCURRENCY": "0"}, "A2AC_WATCH_CONCURRENCY"),
+        ({"A2AC_WATCH_CONCURRENCY": "2.5"}, "A2AC_WATCH_CONCURRENCY"),
+        ({"A2AC_WATCH_MAX_S": "-1"}, "A2AC_WATCH_MAX_S"),
+        ({"A2AC_WATCH_LEASE_S": "5", "A2AC_WATCH_RENEW_S": "5"}, "A2AC_WATCH_RENEW_S"),
+        ({"A2AC_WATCH_POLL_BASE_S": "40"}, "A2AC_WATCH_POLL_BASE_S"),
+    ],
+)
+def test_watch_settings_refuse_unusable_values(env: dict[str, str], names: str) -> None:
+    with pytest.raises(SettingsError, match=names):
+        load_settings(env)
+
+
+async def test_a_task_that_cannot_be_followed_does_not_stop_the_watcher(
+    watching: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    broken = await register_fake(
+        watching, fake_agent, Scripted("working", []), auth={"type": "bearer", "token": "s3cret"}
+    )
+    await db.execute(
+        "UPDATE a2a_agents SET auth_sealed = $2 WHERE id = $1::uuid", broken.id, b"\x00" * 40
+    )
+    script = Scripted("working", [], final=status("input-required", "City?"))
+    healthy = await register_fake(watching, fake_agent, script)
+
+    # Both in one pick-up, the broken one first.
+    await db.execute(
+        "INSERT INTO a2a_tasks (agent_id, task_id, state, owner, updated_at) VALUES"
+        " ($1::uuid, 'B1', 'working', 'alice@example.com', now() - interval '1 min'),"
+        " ($2::uuid, 'T1', 'working', 'alice@example.com', now())",
+        broken.id,
+        healthy.id,
+    )
+
+    await settles_as(watching, healthy, "T1", "input-required")
+    assert broken.received == []
+    assert (await lease_of(db, "B1"))["watch_failed_at"] is None
+
+
+async def test_a_caller_hands_a_task_over_and_waits_on_its_event_stream(
+    watching: Client, fake_agent: StartFake
+) -> None:
+    script = Scripted("submitted", [status("working")], final=status("input-required", "City?"))
+    agent = await register_fake(watching, fake_agent, script)
+    task_id, _ = await start_now(watching, agent, "go")
+    url = watching.base + agent.task(task_id) + "/events?until=interrupted"
+    headers = {"Authorization": f"Bearer {watching.bearer}", "Accept": "text/event-stream"}
+
+    async with watching.session.get(url, headers=headers) as response:
+        assert response.status == 200
+        streamed = await all_events(response)
+
+    assert [(e.event, e.json()["newState"]) for e in streamed] == [
+        ("task_created", "submitted"),
+        ("task_updated", "working"),
+        ("task_updated", "input-required"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("client_version", "config"),
+    [("1.0", {"returnImmediately": True}), ("0.3", {"blocking": False})],
+)
+async def test_an_a2a_client_can_hand_a_task_to_the_watcher_through_the_facade(
+    watching: Client, db: asyncpg.Connection, client_version: str, config: JSON
+) -> None:
+    async with run_sdk_agent() as sdk:
+        agent = await register(watching, sdk.url, "1.0", sdk.received)
+        params = (v10_message if client_version == "1.0" else v03_message)("slow")
+        send = "SendMessage" if client_version == "1.0" else "message/send"
+
+        r = await facade_rpc(
+            watching, agent.id, send, {**params, "configuration": config}, version=client_version
+        )
+
+        assert r.status == 200, r.raw
+        assert sdk.received[0]["params"]["configuration"] == {"returnImmediately": True}
+        result = r.json()["result"]
+        task_id = result["task"]["id"] if client_version == "1.0" else result["id"]
+        await eventually(lambda: calls(agent, "GetTask"), "a GetTask")
+        sdk.proceed.set()
+        await settles_as(watching, agent, task_id, "input-required")
+        await watch_ended(db, task_id)
+
+
+async def test_the_facade_refuses_a_return_immediately_that_is_not_a_boolean(
+    watching: Client,
+) -> None:
+    async with run_sdk_agent() as sdk:
+        agent = await register(watching, sdk.url, "1.0", sdk.received)
+        params = {**v10_message("slow"), "configuration": {"returnImmediately": "yes"}}
+
+        r = await facade_rpc(watching, agent.id, "SendMessage", params, version="1.0")
+
+    error = r.json()["error"]
+    assert error["code"] == -32602
+    assert "returnImmediately" in error["message"]
+    assert sdk.received == []

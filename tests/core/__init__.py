@@ -1,0 +1,1 @@
+"""Tests of the use cases (a2a_continue.core)."""

@@ -1,0 +1,1 @@
+"""End-to-end suites: the README walkthrough and snippets, the a2a-sdk client at the gateway."""

@@ -1,0 +1,1 @@
+"""Tests of the REST edge (a2a_continue.http)."""

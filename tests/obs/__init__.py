@@ -1,0 +1,1 @@
+"""Tests of logs, metrics and telemetry (a2a_continue.obs)."""

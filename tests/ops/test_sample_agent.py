@@ -1,0 +1,144 @@
+"""The demo's sample agent answers A2A 0.3 and 1.0 JSON-RPC on one endpoint."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from a2a_continue.a2a.agent_stream import stream_rpc
+from a2a_continue.a2a.downstream import AgentTarget
+from a2a_continue.core.updates import parse_frame
+from a2a_continue.ops.sample_agent import start_sample_agent
+from tests.support.rpc import message_v03, message_v10, rpc
+
+JSON = dict[str, Any]
+
+
+@pytest.fixture
+async def agent_url() -> AsyncIterator[str]:
+    runner, url = await start_sample_agent()
+    try:
+        yield url
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+async def test_v10_task_asks_for_city_then_completes_with_forecast(
+    http: aiohttp.ClientSession, agent_url: str
+) -> None:
+    started = await rpc(http, agent_url, "SendMessage", message_v10("weather?"))
+    task = started["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert task["status"]["message"]["role"] == "ROLE_AGENT"
+    assert task["status"]["message"]["parts"] == [{"text": "Which city?"}]
+
+    done = await rpc(http, agent_url, "SendMessage", message_v10("Paris", task["id"]))
+    task = done["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert task["artifacts"][0]["name"] == "forecast"
+    assert task["artifacts"][0]["parts"] == [{"text": "Sunny in Paris"}]
+
+
+async def test_v03_task_asks_for_city_then_completes_with_forecast(
+    http: aiohttp.ClientSession, agent_url: str
+) -> None:
+    started = await rpc(http, agent_url, "message/send", message_v03("weather?"))
+    task = started["result"]
+    assert task["kind"] == "task"
+    assert task["status"]["state"] == "input-required"
+    assert task["status"]["message"]["role"] == "agent"
+
+    done = await rpc(http, agent_url, "message/send", message_v03("Rome", task["id"]))
+    task = done["result"]
+    assert task["status"]["state"] == "completed"
+    assert task["artifacts"][0]["parts"] == [{"kind": "text", "text": "Sunny in Rome"}]
+
+
+async def test_cancel_of_terminal_task_is_refused_in_both_versions(
+    http: aiohttp.ClientSession, agent_url: str
+) -> None:
+    started = await rpc(http, agent_url, "SendMessage", message_v10("weather?"))
+    task_id = started["result"]["task"]["id"]
+    canceled = await rpc(http, agent_url, "CancelTask", {"id": task_id})
+    assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+
+    for method in ("CancelTask", "tasks/cancel"):
+        refused = await rpc(http, agent_url, method, {"id": task_id})
+        assert refused["error"]["code"] == -32002
+
+
+async def test_message_to_terminal_task_uses_each_versions_error_code(
+    http: aiohttp.ClientSession, agent_url: str
+) -> None:
+    started = await rpc(http, agent_url, "SendMessage", message_v10("weather?"))
+    task_id = started["result"]["task"]["id"]
+    await rpc(http, agent_url, "SendMessage", message_v10("Oslo", task_id))
+
+    v10 = await rpc(http, agent_url, "SendMessage", message_v10("again", task_id))
+    v03 = await rpc(http, agent_url, "message/send", message_v03("again", task_id))
+    assert (v10["error"]["code"], v03["error"]["code"]) == (-32004, -32602)
+
+
+async def test_unknown_task_is_not_found_in_both_versions(
+    http: aiohttp.ClientSession, agent_url: str
+) -> None:
+    for method, params in [
+        ("SendMessage", message_v10("Paris", "no-such-task")),
+        ("message/send", message_v03("Paris", "no-such-task")),
+        ("CancelTask", {"id": "no-such-task"}),
+        ("tasks/cancel", {"id": "no-such-task"}),
+    ]:
+        answer = await rpc(http, agent_url, method, params)
+        assert answer["error"] == {"code": -32001, "message": "Task not found"}
+
+
+async def test_malformed_requests_get_json_rpc_errors(
+    http: aiohttp.ClientSession, agent_url: str
+) -> None:
+    async with http.post(agent_url, data=b"{not json") as response:
+        assert (await response.json())["error"]["code"] == -32700
+    assert (await rpc(http, agent_url, "tasks/get", {"id": "x"}))["error"]["code"] == -32601
+    body = {"jsonrpc": "2.0", "id": "req-1", "method": "SendMessage"}
+    async with http.post(agent_url, json=body) as response:
+        assert (await response.json())["error"]["code"] == -32602
+
+
+async def _stream(http: aiohttp.ClientSession, url: str, method: str, params: JSON) -> list[Any]:
+    version = "0.3" if "/" in method else "1.0"
+    target = AgentTarget(endpoint_url=url, protocol_version=version, timeout_s=5)
+    payload = {"jsonrpc": "2.0", "id": "s1", "method": method, "params": params}
+    return [parse_frame(f.body) async for f in stream_rpc(http, target, payload, 1 << 20)]
+
+
+@pytest.mark.parametrize(
+    ("method", "message"),
+    [("SendStreamingMessage", message_v10), ("message/stream", message_v03)],
+)
+async def test_a_streamed_task_asks_for_a_city_then_streams_the_forecast_in_chunks(
+    http: aiohttp.ClientSession, agent_url: str, method: str, message: Any
+) -> None:
+    first = await _stream(http, agent_url, method, message("weather?"))
+    assert [(u.kind, u.state) for u in first] == [
+        ("task", "working"),
+        ("status-update", "input-required"),
+    ]
+    task_id = first[0].task_id
+    second = await _stream(http, agent_url, method, message("Oslo", task_id))
+    assert [(u.kind, u.state) for u in second] == [
+        ("status-update", "working"),
+        ("artifact-update", None),
+        ("artifact-update", None),
+        ("status-update", "completed"),
+    ]
+    chunks = [(c.append, c.artifact["parts"][0]["text"]) for u in second for c in u.artifacts]
+    assert chunks == [(False, "Sunny"), (True, " in Oslo")]
+    assert second[-1].final is (method == "message/stream")

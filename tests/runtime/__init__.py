@@ -1,0 +1,1 @@
+"""Tests of the process resources (a2a_continue.runtime)."""

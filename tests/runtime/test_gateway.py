@@ -1,0 +1,127 @@
+"""Bounded database waits: a database that hangs is a 503 with Retry-After within the bound."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import aiohttp
+import asyncpg
+import msgspec
+import pytest
+
+from a2a_continue.app import create_app
+from a2a_continue.errors import DatabaseUnavailable
+from a2a_continue.runtime.db import create_pool
+from a2a_continue.runtime.gateway import Gateway
+from a2a_continue.runtime.secrets import Sealer, decode_key
+from a2a_continue.settings import Settings
+from tests.conftest import Client, FakeAgent, Handler, Response, register
+from tests.support.hardening import JSON, Scripted, rpc_result
+from tests.support.servers import serve_asgi
+
+StartFake = Callable[[Handler], Awaitable[FakeAgent]]
+BOUND_S = 0.5
+
+
+@pytest.fixture
+async def quick(settings: Settings, db: asyncpg.Connection) -> AsyncIterator[Client]:
+    """A gateway whose database waits are bounded by half a second."""
+    bounded = msgspec.structs.replace(settings, db_timeout_s=BOUND_S)
+    async with serve_asgi(create_app(bounded)) as base, aiohttp.ClientSession() as session:
+        yield Client(base, session)
+
+
+async def locked(db: asyncpg.Connection, tables: str) -> asyncpg.transaction.Transaction:
+    """Hold an exclusive lock on ``tables`` until the returned transaction ends."""
+    transaction = db.transaction()
+    await transaction.start()
+    await db.execute(f"LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE")
+    return transaction
+
+
+async def assert_503(call: Awaitable[Response]) -> None:
+    r = await asyncio.wait_for(call, 30)
+    assert r.status == 503, r.raw
+    assert r.headers["Retry-After"]
+    assert r.json()["type"].endswith(":database-unavailable")
+
+
+async def test_every_route_answers_503_while_a_lock_holds_its_tables(
+    quick: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    fake = await fake_agent(Scripted())
+    agent = await register(quick, fake.url)
+    r = await quick.call("POST", f"/v1/a2a/{agent}/messages", {"text": "hi"})
+    assert r.status == 200, r.raw
+    task = f"/v1/a2a/{agent}/tasks/T1"
+    body = {"name": "n", "endpointUrl": "http://127.0.0.1:9/", "protocolVersion": "1.0"}
+
+    transaction = await locked(db, "a2a_agents, a2a_tasks, a2a_task_events")
+    try:
+        await assert_503(quick.call("GET", "/v1/a2a/agents"))
+        await assert_503(quick.call("POST", "/v1/a2a/agents", body))
+        await assert_503(quick.call("GET", f"/v1/a2a/agents/{agent}"))
+        await assert_503(quick.call("PATCH", f"/v1/a2a/agents/{agent}", {"name": "m"}))
+        await assert_503(quick.call("DELETE", f"/v1/a2a/agents/{agent}"))
+        await assert_503(quick.call("POST", f"/v1/a2a/{agent}/messages", {"text": "hi"}))
+        await assert_503(quick.call("GET", f"/v1/a2a/{agent}/tasks"))
+        await assert_503(quick.call("GET", task))
+        await assert_503(quick.call("GET", task + "/events"))
+        await assert_503(quick.call("POST", task + "/messages", {"text": "x"}))
+        await assert_503(quick.call("POST", task + "/cancel"))
+    finally:
+        await transaction.rollback()
+
+    assert len(fake.received) == 1
+    claim = await db.fetchval("SELECT claim_token FROM a2a_tasks")
+    assert claim is None
+    r = await quick.call("POST", task + "/messages", {"text": "x"})
+    assert r.status == 200, r.raw
+
+
+async def test_a_follow_up_whose_event_log_hangs_still_answers_and_releases_its_claim(
+    quick: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    locker: list[asyncpg.transaction.Transaction] = []
+    start_answer = Scripted()
+
+    async def lock_then_answer(request: JSON) -> object:
+        if "taskId" not in request["params"]["message"]:
+            return await start_answer(request)
+        # The agent has the message; now the event log stops answering.
+        locker.append(await locked(db, "a2a_task_events"))
+        return rpc_result(
+            request, {"task": {"id": "T1", "status": {"state": "TASK_STATE_COMPLETED"}}}
+        )
+
+    fake = await fake_agent(lock_then_answer)
+    agent = await register(quick, fake.url)
+    r = await quick.call("POST", f"/v1/a2a/{agent}/messages", {"text": "hi"})
+    assert r.status == 200, r.raw
+    try:
+        r = await asyncio.wait_for(
+            quick.call("POST", f"/v1/a2a/{agent}/tasks/T1/messages", {"text": "x"}), 30
+        )
+    finally:
+        await locker[0].rollback()
+    assert r.status == 200, r.raw
+    row = await db.fetchrow("SELECT state, claim_token FROM a2a_tasks")
+    assert row is not None
+    assert (row["state"], row["claim_token"]) == ("completed", None)
+
+
+async def test_waiting_for_a_pooled_connection_is_bounded(settings: Settings) -> None:
+    assert settings.database_url
+    pool = await create_pool(settings.database_url, 1, timeout_s=BOUND_S)
+    bounded = msgspec.structs.replace(settings, db_timeout_s=BOUND_S)
+    async with aiohttp.ClientSession() as session:
+        gw = Gateway(bounded, pool, session, Sealer(decode_key(settings.encryption_key)))
+        try:
+            async with gw.connection():
+                with pytest.raises(DatabaseUnavailable) as refused:
+                    async with asyncio.timeout(30), gw.connection():
+                        pass
+        finally:
+            await pool.close()
+    assert refused.value.headers["Retry-After"]

@@ -1,0 +1,1 @@
+"""Helpers of the tests: servers, clients, fake and real agents, processes, bounded waits."""
