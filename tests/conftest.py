@@ -5,75 +5,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 import asyncpg
 import msgspec
 import pytest
 from aiohttp import web
-from multidict import CIMultiDict
 
 from a2a_continue.app import create_app
-from a2a_continue.core.callers import mint_token
 from a2a_continue.runtime.db import migrate_url
 from a2a_continue.runtime.hub import EVENTS_CHANNEL
 from a2a_continue.runtime.secrets import new_key
 from a2a_continue.settings import Settings
+from tests.support.client import JWT_SECRET, Client
+from tests.support.database import create_database, drop_database, with_database
+from tests.support.fakes import FakeAgent, Handler, Script, SseAgent
+from tests.support.ports import free_port
+from tests.support.processes import CLAIM_MARGIN_S, GatewayProcess, gateway_env, serve_process
 from tests.support.sdk_agent import SdkAgent, run_sdk_agent
 from tests.support.servers import serve_aiohttp, serve_asgi
-
-JWT_SECRET = "test-secret-" + "x" * 32
-
-# The members of a task as the gateway returns it (SPEC §6).
-TASK_FIELDS = {
-    "agentId",
-    "id",
-    "contextId",
-    "state",
-    "statusMessage",
-    "artifacts",
-    "owner",
-    "teamId",
-    "createdAt",
-    "updatedAt",
-    "completedAt",
-    "lastSeq",
-}
-
-
-def _with_database(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path="/" + name))
-
-
-def with_application_name(url: str, name: str) -> str:
-    """``url`` whose connections show as ``name`` in pg_stat_activity (the URL may already
-    carry a query, e.g. the embedded server's socket directory)."""
-    return f"{url}{'&' if '?' in url else '?'}application_name={name}"
-
-
-async def _create_database(url: str, name: str) -> None:
-    conn = await asyncpg.connect(url)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-
-
-async def _drop_database(url: str, name: str) -> None:
-    conn = await asyncpg.connect(url)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
 
 
 @pytest.fixture(scope="session")
@@ -96,13 +50,13 @@ def server_url() -> Iterator[str]:
 def database_url(server_url: str) -> Iterator[str]:
     """A fresh database for this run on that server, migrated."""
     name = f"a2ac_test_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_create_database(server_url, name))
-    url = _with_database(server_url, name)
+    asyncio.run(create_database(server_url, name))
+    url = with_database(server_url, name)
     asyncio.run(migrate_url(url))
     try:
         yield url
     finally:
-        asyncio.run(_drop_database(server_url, name))
+        asyncio.run(drop_database(server_url, name))
 
 
 @pytest.fixture
@@ -138,58 +92,6 @@ def settings(database_url: str) -> Settings:
     )
 
 
-def token(
-    sub: str = "alice@example.com",
-    perms: list[str] | None = None,
-    teams: list[str] | None = None,
-    admin: bool = False,
-) -> str:
-    """Mint a test token."""
-    return mint_token(JWT_SECRET, sub, perms or ["*"], teams or [], admin)
-
-
-@dataclass
-class Response:
-    status: int
-    headers: CIMultiDict[str]
-    raw: bytes
-
-    def json(self) -> Any:
-        return msgspec.json.decode(self.raw)
-
-
-@dataclass
-class Client:
-    """Calls the gateway over HTTP as one caller (a default token, overridable per call)."""
-
-    base: str
-    session: aiohttp.ClientSession
-    bearer: str | None = field(default_factory=token)
-
-    async def call(
-        self,
-        method: str,
-        path: str,
-        json: Any = None,
-        *,
-        data: Any = None,
-        bearer: str | None = "",
-        headers: dict[str, str] | None = None,
-    ) -> Response:
-        hdrs = dict(headers or {})
-        use = self.bearer if bearer == "" else bearer
-        if use is not None:
-            hdrs["Authorization"] = f"Bearer {use}"
-        if json is not None:
-            data = msgspec.json.encode(json)
-            hdrs.setdefault("Content-Type", "application/json")
-        async with self.session.request(method, self.base + path, data=data, headers=hdrs) as r:
-            return Response(r.status, CIMultiDict(r.headers), await r.read())
-
-    def as_(self, bearer: str) -> Client:
-        return Client(self.base, self.session, bearer)
-
-
 @pytest.fixture
 async def gateway_url(settings: Settings, db: asyncpg.Connection) -> AsyncIterator[str]:
     """A running gateway over the test database."""
@@ -202,18 +104,6 @@ async def client(gateway_url: str) -> AsyncIterator[Client]:
     """A client of the test gateway, calling as alice with every permission."""
     async with aiohttp.ClientSession() as session:
         yield Client(gateway_url, session)
-
-
-Handler = Callable[[dict[str, Any]], Awaitable[Any]]
-
-
-@dataclass
-class FakeAgent:
-    """A small aiohttp JSON-RPC agent whose answers the test scripts."""
-
-    url: str = ""
-    received: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
 
 
 @pytest.fixture
@@ -264,33 +154,6 @@ async def sdk() -> AsyncIterator[SdkAgent]:
         yield agent
 
 
-async def register(client: Client, url: str, version: str = "1.0", **extra: Any) -> str:
-    """Register an agent through the gateway; return its id."""
-    body = {"name": "weather", "endpointUrl": url, "protocolVersion": version, **extra}
-    r = await client.call("POST", "/v1/a2a/agents", body)
-    assert r.status == 201, r.raw
-    return str(r.json()["id"])
-
-
-def dead_url() -> str:
-    """A local URL nothing listens on."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/"
-
-
-# What a streaming fake agent does with a request: write frames through the send function.
-Script = Callable[[dict[str, Any], Callable[[bytes], Awaitable[None]]], Awaitable[None]]
-
-
-@dataclass
-class SseAgent:
-    url: str = ""
-    received: list[dict[str, Any]] = field(default_factory=list)
-    sent: list[bytes] = field(default_factory=list)
-
-
 @pytest.fixture
 async def sse_agent() -> AsyncIterator[Callable[[Script], Awaitable[SseAgent]]]:
     """Start agents that answer every request with an event stream a script writes."""
@@ -319,3 +182,29 @@ async def sse_agent() -> AsyncIterator[Callable[[Script], Awaitable[SseAgent]]]:
             return agent
 
         yield start
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    """An HTTP client session for the test."""
+    async with aiohttp.ClientSession() as opened:
+        yield opened
+
+
+@pytest.fixture
+async def spawn_gateway(
+    database_url: str, settings: Settings, db: asyncpg.Connection, tmp_path: Path
+) -> AsyncIterator[Callable[..., Awaitable[GatewayProcess]]]:
+    """Start ``a2a-continue serve`` processes on the test database, each with the given
+    environment overrides; every one is killed at the end."""
+    env = gateway_env(
+        database_url, settings.encryption_key, A2AC_CLAIM_MARGIN_S=str(CLAIM_MARGIN_S)
+    )
+    async with contextlib.AsyncExitStack() as stack:
+
+        async def spawn(**overrides: str) -> GatewayProcess:
+            port = free_port()
+            log = tmp_path / f"gateway-{port}.log"
+            return await stack.enter_async_context(serve_process({**env, **overrides}, log, port))
+
+        yield spawn

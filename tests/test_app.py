@@ -14,8 +14,8 @@ from starlette.routing import Route
 
 from a2a_continue.app import ROUTES, create_app
 from a2a_continue.core import callers as auth
-from a2a_continue.settings import Settings
-from tests.conftest import Client, Response, token
+from a2a_continue.settings import Settings, SettingsError
+from tests.support.client import Client, Response, token
 from tests.support.servers import serve_asgi
 
 PROBLEM = "application/problem+json"
@@ -146,3 +146,10 @@ async def test_unexpected_error_is_500_problem_without_details(
     assert b"hunter2" not in r.raw
     assert b"RuntimeError" not in r.raw
     assert b"secret.py" not in r.raw
+
+
+def test_create_app_refuses_a_jwt_secret_shorter_than_32_bytes(settings: Settings) -> None:
+    short = msgspec.structs.replace(settings, jwt_secret="s" * 31)
+    with pytest.raises(SettingsError, match="at least 32 bytes"):
+        create_app(short)
+    create_app(msgspec.structs.replace(settings, jwt_secret="s" * 32))

@@ -6,58 +6,19 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import jwt
 import pytest
 
-from tests.conftest import _create_database, _drop_database, _with_database
-
-CLI = (sys.executable, "-m", "a2a_continue")
-
-
-def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        (*CLI, *args), env=env, capture_output=True, text=True, timeout=120, check=False
-    )
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("A2AC_")}
-    env.update(extra)
-    return env
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-            return bool(r.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def wait_ready(port: int, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert process.poll() is None, "serve exited early"
-        if ready(port):
-            return
-        time.sleep(0.1)
-    pytest.fail(f"serve on port {port} did not become ready")
+from a2a_continue import cli
+from a2a_continue.settings import Settings
+from tests.support.database import create_database, drop_database, with_database
+from tests.support.ports import free_port
+from tests.support.processes import clean_env, ready, run_cli, start_serve, wait_ready
 
 
 def postgres_running(data_dir: Path) -> bool:
@@ -101,12 +62,12 @@ def test_token_prints_a_signed_token_with_the_given_claims() -> None:
 
 def test_migrate_applies_pending_migrations_once(server_url: str) -> None:
     name = f"a2ac_cli_{os.getpid()}"
-    asyncio.run(_create_database(server_url, name))
+    asyncio.run(create_database(server_url, name))
     try:
-        env = clean_env(A2AC_DATABASE_URL=_with_database(server_url, name))
+        env = clean_env(A2AC_DATABASE_URL=with_database(server_url, name))
         first, second = run_cli("migrate", env=env), run_cli("migrate", env=env)
     finally:
-        asyncio.run(_drop_database(server_url, name))
+        asyncio.run(drop_database(server_url, name))
     assert first.returncode == 0, first.stderr
     assert "applied: 0001_init" in first.stdout
     assert second.returncode == 0, second.stderr
@@ -135,12 +96,7 @@ def test_two_serves_share_one_embedded_database_and_the_last_stops_it(
         # Each port is picked right before its serve binds it, so nothing else takes it first.
         ports.append(free_port())
         with (tmp_path / f"serve-{n}.log").open("wb") as log:
-            process = subprocess.Popen(
-                (*CLI, "serve", "--port", str(ports[-1])),
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+            process = start_serve(env, ports[-1], stdout=log, stderr=subprocess.STDOUT)
         serve.append(process)
         try:
             wait_ready(ports[-1], process)
@@ -168,3 +124,16 @@ def test_serve_keeps_the_secrets_it_generated_once(tmp_path: Path) -> None:
     for done in (first, second):
         assert done.returncode == 0, done.stderr
         jwt.decode(done.stdout.strip(), secret, algorithms=["HS256"])
+
+
+def test_serve_refuses_a_jwt_secret_shorter_than_32_bytes_in_one_line(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert settings.database_url
+    monkeypatch.setenv("A2AC_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("A2AC_JWT_SECRET", "too-short")
+    monkeypatch.setenv("A2AC_ENCRYPTION_KEY", settings.encryption_key)
+    assert cli.main(["serve", "--port", str(free_port())]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "A2AC_JWT_SECRET must be at least 32 bytes" in err

@@ -4,7 +4,6 @@ slow bodies: a clear 4xx for callers, a 502 for agents, nothing an agent said lo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -16,21 +15,13 @@ from a2a_continue.app import create_app
 from a2a_continue.core.callers import mint_token
 from a2a_continue.limits import MAX_JSON_DEPTH, json_depth
 from a2a_continue.settings import Settings
-from tests.conftest import JWT_SECRET, Client, FakeAgent, Handler, register
-from tests.support.hardening import JSON, Scripted, counts, task_v10
+from tests.support.client import JWT_SECRET, Client, assert_problem, register
+from tests.support.database import counts
+from tests.support.fakes import JSON, Scripted, StartFake, task_v10
 from tests.support.servers import serve_asgi
 
-StartFake = Callable[[Handler], Awaitable[FakeAgent]]
 NUL = "\x00"
 STAND_IN = "\ufffd"
-
-
-def assert_problem(r: Any, status: int) -> JSON:
-    assert r.status == status, r.raw
-    assert r.headers["Content-Type"].startswith("application/problem+json")
-    problem: JSON = r.json()
-    assert problem["status"] == status
-    return problem
 
 
 async def scripted_agent(client: Client, fake_agent: StartFake, script: Scripted) -> str:

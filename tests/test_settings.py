@@ -1,7 +1,9 @@
-"""Settings from the environment: defaults, parsing, refusals."""
+"""Settings from the environment: defaults, parsing, refusals; those of hardening, streams,
+serving and logging."""
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 import pytest
@@ -85,5 +87,135 @@ def test_settings_read_the_process_environment(monkeypatch: pytest.MonkeyPatch) 
     ],
 )
 def test_bad_number_is_a_settings_error_naming_the_variable(name: str, value: str) -> None:
+    with pytest.raises(SettingsError, match=name):
+        load_settings({name: value})
+
+
+# ---- the hardening settings: read from the environment, refused when unusable ------------
+
+
+def test_hardening_settings_have_their_defaults() -> None:
+    settings = load_settings({})
+    assert (settings.db_timeout_s, settings.agent_concurrency, settings.body_timeout_s) == (
+        5,
+        20,
+        10,
+    )
+    assert (settings.agent_networks, settings.claim_sweep_s) == ((), 30)
+    assert settings == Settings()
+
+
+def test_hardening_settings_are_read_from_the_environment() -> None:
+    settings = load_settings(
+        {
+            "A2AC_DB_TIMEOUT_S": "2.5",
+            "A2AC_AGENT_CONCURRENCY": "3",
+            "A2AC_AGENT_NETWORKS": "10.0.0.0/8, ::1",
+            "A2AC_BODY_TIMEOUT_S": "4",
+            "A2AC_CLAIM_SWEEP_S": "7",
+        }
+    )
+    assert settings.db_timeout_s == 2.5
+    assert settings.agent_concurrency == 3
+    assert settings.agent_networks == (
+        ipaddress.ip_network("10.0.0.0/8"),
+        ipaddress.ip_network("::1/128"),
+    )
+    assert (settings.body_timeout_s, settings.claim_sweep_s) == (4, 7)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("A2AC_AGENT_NETWORKS", "10.0.0.0/33"),
+        ("A2AC_AGENT_NETWORKS", "localhost"),
+        ("A2AC_DB_TIMEOUT_S", "0"),
+        ("A2AC_AGENT_CONCURRENCY", "1.5"),
+        ("A2AC_BODY_TIMEOUT_S", "-1"),
+        ("A2AC_CLAIM_SWEEP_S", "inf"),
+    ],
+)
+def test_unusable_hardening_settings_are_refused(name: str, value: str) -> None:
+    with pytest.raises(SettingsError, match=name):
+        load_settings({name: value})
+
+
+# ---- settings of streams and the live event stream ---------------------------------------
+
+
+def test_stream_settings_default_to_the_documented_values() -> None:
+    settings = load_settings({})
+    assert (settings.stream_max_s, settings.max_streams) == (3600.0, 1000)
+    assert (settings.keepalive_s, settings.stream_poll_s, settings.listen) == (15.0, 3.0, True)
+
+
+def test_stream_settings_are_read_from_their_variables() -> None:
+    env = {
+        "A2AC_STREAM_MAX_S": "60",
+        "A2AC_MAX_STREAMS": "5",
+        "A2AC_KEEPALIVE_S": "0.5",
+        "A2AC_STREAM_POLL_S": "1.5",
+        "A2AC_LISTEN": "false",
+    }
+    assert load_settings(env) == Settings(
+        stream_max_s=60, max_streams=5, keepalive_s=0.5, stream_poll_s=1.5, listen=False
+    )
+
+
+@pytest.mark.parametrize("raw", ["1", "true", "YES", "on"])
+def test_listen_accepts_the_usual_spellings_of_true(raw: str) -> None:
+    assert load_settings({"A2AC_LISTEN": raw}).listen is True
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("A2AC_LISTEN", "maybe"),
+        ("A2AC_MAX_STREAMS", "2.5"),
+        ("A2AC_MAX_STREAMS", "0"),
+        ("A2AC_KEEPALIVE_S", "-1"),
+        ("A2AC_STREAM_POLL_S", "nan"),
+        ("A2AC_STREAM_MAX_S", "soon"),
+    ],
+)
+def test_unusable_stream_settings_are_refused_by_name(name: str, raw: str) -> None:
+    with pytest.raises(SettingsError, match=name):
+        load_settings({name: raw})
+
+
+# ---- the serving and logging settings: defaults and refusals -----------------------------
+
+
+def test_serving_and_logging_defaults() -> None:
+    settings = load_settings({})
+    assert (settings.workers, settings.drain_s) == (1, 30.0)
+    assert (settings.log_format, settings.log_level) == ("text", "info")
+
+
+def test_serving_and_logging_settings_are_read() -> None:
+    settings = load_settings(
+        {
+            "A2AC_WORKERS": "4",
+            "A2AC_DRAIN_S": "2.5",
+            "A2AC_LOG_FORMAT": "JSON",
+            "A2AC_LOG_LEVEL": "Warning",
+        }
+    )
+    assert (settings.workers, settings.drain_s) == (4, 2.5)
+    assert (settings.log_format, settings.log_level) == ("json", "warning")
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("A2AC_WORKERS", "0"),
+        ("A2AC_WORKERS", "1.5"),
+        ("A2AC_WORKERS", "1000"),
+        ("A2AC_DRAIN_S", "-1"),
+        ("A2AC_LOG_FORMAT", "xml"),
+        ("A2AC_LOG_LEVEL", "loud"),
+    ],
+)
+def test_a_bad_serving_or_logging_setting_is_refused_by_name(name: str, value: str) -> None:
     with pytest.raises(SettingsError, match=name):
         load_settings({name: value})

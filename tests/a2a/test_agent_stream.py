@@ -14,7 +14,7 @@ from a2a_continue.a2a.agent_stream import Frame, SseReader, stream_rpc
 from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.core.updates import ARTIFACT, STATUS, TASK, parse_frame
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable
-from tests.conftest import dead_url
+from tests.support.ports import dead_url
 from tests.support.rpc import message_v03, message_v10
 from tests.support.sdk_agent import run_sdk_agent
 from tests.support.servers import serve_aiohttp
@@ -27,12 +27,6 @@ FIRST = (
 SECOND = b'{ "jsonrpc": "2.0", "id": "r1",  "result": {"statusUpdate": {"taskId": "T"}} }'
 
 Script = Callable[[web.StreamResponse], Awaitable[None]]
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
 
 
 @pytest.fixture
@@ -69,13 +63,13 @@ def target(url: str, timeout_s: float = 5.0, auth: dict[str, Any] | None = None)
 
 
 async def collect(
-    http: aiohttp.ClientSession, to: AgentTarget, max_bytes: int = 1 << 20
+    session: aiohttp.ClientSession, to: AgentTarget, max_bytes: int = 1 << 20
 ) -> list[Frame]:
-    return [frame async for frame in stream_rpc(http, to, PAYLOAD, max_bytes)]
+    return [frame async for frame in stream_rpc(session, to, PAYLOAD, max_bytes)]
 
 
 async def test_each_data_event_is_yielded_with_the_agents_exact_bytes(
-    http: aiohttp.ClientSession, agent: Any
+    session: aiohttp.ClientSession, agent: Any
 ) -> None:
     async def script(response: web.StreamResponse) -> None:
         await response.write(b"event: task\r\ndata: " + FIRST + b"\r\n\r\n")
@@ -83,39 +77,39 @@ async def test_each_data_event_is_yielded_with_the_agents_exact_bytes(
         await response.write(SECOND[20:] + b"\n\n")
 
     url, _ = await agent(script)
-    frames = await collect(http, target(url))
+    frames = await collect(session, target(url))
     assert [f.raw for f in frames] == [FIRST, SECOND]
     assert frames[1].body["result"] == {"statusUpdate": {"taskId": "T"}}
 
 
 async def test_multi_line_data_is_joined_and_a_last_event_without_blank_line_counts(
-    http: aiohttp.ClientSession, agent: Any
+    session: aiohttp.ClientSession, agent: Any
 ) -> None:
     async def script(response: web.StreamResponse) -> None:
         await response.write(b'data: {"jsonrpc": "2.0",\ndata: "id": "r1", "result": {}}\n\n')
         await response.write(b"data: " + FIRST)
 
     url, _ = await agent(script)
-    frames = await collect(http, target(url))
+    frames = await collect(session, target(url))
     assert frames[0].raw == b'{"jsonrpc": "2.0",\n"id": "r1", "result": {}}'
     assert frames[1].raw == FIRST
 
 
 async def test_the_request_carries_the_version_the_accept_header_and_the_credentials(
-    http: aiohttp.ClientSession, agent: Any
+    session: aiohttp.ClientSession, agent: Any
 ) -> None:
     async def script(response: web.StreamResponse) -> None:
         await response.write(b"data: " + FIRST + b"\n\n")
 
     url, seen = await agent(script)
-    await collect(http, target(url, auth={"type": "bearer", "token": "s3cret"}))
+    await collect(session, target(url, auth={"type": "bearer", "token": "s3cret"}))
     assert seen[0]["A2A-Version"] == "1.0"
     assert seen[0]["Accept"] == "text/event-stream"
     assert seen[0]["Authorization"] == "Bearer s3cret"
 
 
 async def test_a_plain_json_answer_is_one_frame(
-    http: aiohttp.ClientSession, fake_agent: Any
+    session: aiohttp.ClientSession, fake_agent: Any
 ) -> None:
     error = b'{"jsonrpc":"2.0","id":"r1","error":{"code":-32004,"message":"no streaming"}}'
 
@@ -123,12 +117,12 @@ async def test_a_plain_json_answer_is_one_frame(
         return error
 
     fake = await fake_agent(handler)
-    frames = await collect(http, target(fake.url))
+    frames = await collect(session, target(fake.url))
     assert [f.raw for f in frames] == [error]
 
 
 async def test_a_silence_longer_than_the_agent_timeout_is_a_timeout(
-    http: aiohttp.ClientSession, agent: Any
+    session: aiohttp.ClientSession, agent: Any
 ) -> None:
     async def script(response: web.StreamResponse) -> None:
         await response.write(b"data: " + FIRST + b"\n\n")
@@ -137,13 +131,13 @@ async def test_a_silence_longer_than_the_agent_timeout_is_a_timeout(
     url, _ = await agent(script)
     got: list[bytes] = []
     with pytest.raises(AgentTimeout, match="silent"):
-        async for frame in stream_rpc(http, target(url, timeout_s=0.3), PAYLOAD, 1 << 20):
+        async for frame in stream_rpc(session, target(url, timeout_s=0.3), PAYLOAD, 1 << 20):
             got.append(frame.raw)
     assert got == [FIRST]
 
 
 async def test_keep_alive_comments_do_not_count_as_silence(
-    http: aiohttp.ClientSession, agent: Any
+    session: aiohttp.ClientSession, agent: Any
 ) -> None:
     async def script(response: web.StreamResponse) -> None:
         for _ in range(4):
@@ -152,19 +146,19 @@ async def test_keep_alive_comments_do_not_count_as_silence(
         await response.write(b"data: " + FIRST + b"\n\n")
 
     url, _ = await agent(script)
-    frames = await collect(http, target(url, timeout_s=0.5))
+    frames = await collect(session, target(url, timeout_s=0.5))
     assert [f.raw for f in frames] == [FIRST]
 
 
 async def test_a_frame_over_the_size_limit_is_refused(
-    http: aiohttp.ClientSession, agent: Any
+    session: aiohttp.ClientSession, agent: Any
 ) -> None:
     async def script(response: web.StreamResponse) -> None:
         await response.write(b"data: " + b"x" * 5000 + b"\n\n")
 
     url, _ = await agent(script)
     with pytest.raises(AgentBadAnswer, match="larger than 1000 bytes"):
-        await collect(http, target(url), max_bytes=1000)
+        await collect(session, target(url), max_bytes=1000)
 
 
 @pytest.mark.parametrize(
@@ -176,30 +170,30 @@ async def test_a_frame_over_the_size_limit_is_refused(
     ],
 )
 async def test_frames_that_are_not_our_json_rpc_answers_are_refused(
-    http: aiohttp.ClientSession, agent: Any, data: bytes, match: str
+    session: aiohttp.ClientSession, agent: Any, data: bytes, match: str
 ) -> None:
     async def script(response: web.StreamResponse) -> None:
         await response.write(b"data: " + data + b"\n\n")
 
     url, _ = await agent(script)
     with pytest.raises(AgentBadAnswer, match=match):
-        await collect(http, target(url))
+        await collect(session, target(url))
 
 
 async def test_a_non_2xx_answer_is_a_bad_answer(
-    http: aiohttp.ClientSession, fake_agent: Any
+    session: aiohttp.ClientSession, fake_agent: Any
 ) -> None:
     async def handler(body: dict[str, Any]) -> web.Response:
         return web.Response(status=500, text="boom")
 
     fake = await fake_agent(handler)
     with pytest.raises(AgentBadAnswer, match="HTTP 500"):
-        await collect(http, target(fake.url))
+        await collect(session, target(fake.url))
 
 
-async def test_an_agent_nobody_listens_on_is_unreachable(http: aiohttp.ClientSession) -> None:
+async def test_an_agent_nobody_listens_on_is_unreachable(session: aiohttp.ClientSession) -> None:
     with pytest.raises(AgentUnreachable):
-        await collect(http, target(dead_url()))
+        await collect(session, target(dead_url()))
 
 
 def test_the_reader_splits_events_on_any_line_ending() -> None:
@@ -217,12 +211,12 @@ def test_the_reader_splits_events_on_any_line_ending() -> None:
     ],
 )
 async def test_a_real_sdk_agents_stream_reads_as_task_then_updates(
-    http: aiohttp.ClientSession, version: str, method: str, params: dict[str, Any]
+    session: aiohttp.ClientSession, version: str, method: str, params: dict[str, Any]
 ) -> None:
     payload = {"jsonrpc": "2.0", "id": "r1", "method": method, "params": params}
     async with run_sdk_agent(streaming=True) as sdk:
         to = AgentTarget(endpoint_url=sdk.url, protocol_version=version, timeout_s=5)
-        frames = [f async for f in stream_rpc(http, to, payload, 1 << 20)]
+        frames = [f async for f in stream_rpc(session, to, payload, 1 << 20)]
     updates = [parse_frame(f.body) for f in frames]
     assert [u.kind for u in updates] == [TASK, STATUS, ARTIFACT, ARTIFACT, STATUS]
     assert [u.state for u in updates] == ["submitted", "working", None, None, "input-required"]

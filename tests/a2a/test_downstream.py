@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -14,19 +14,13 @@ from aiohttp import web
 
 from a2a_continue.a2a.downstream import AgentReply, AgentTarget, post_rpc
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable
-from tests.conftest import FakeAgent, Handler, dead_url
+from tests.support.fakes import Handler, StartFake
+from tests.support.ports import dead_url
 
 JSON = dict[str, Any]
-StartFake = Callable[[Handler], Awaitable[FakeAgent]]
 
 CAP = 4096
 PAYLOAD: JSON = {"jsonrpc": "2.0", "id": "rpc-1", "method": "CancelTask", "params": {"id": "t"}}
-
-
-@pytest.fixture
-async def session() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as http:
-        yield http
 
 
 def target(url: str, version: str = "1.0", auth: JSON | None = None) -> AgentTarget:

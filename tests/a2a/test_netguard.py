@@ -7,8 +7,6 @@ from __future__ import annotations
 import ipaddress
 import socket
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 import aiohttp
 import asyncpg
@@ -25,11 +23,10 @@ from a2a_continue.a2a.netguard import (
 )
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings, parse_networks
-from tests.conftest import Client, FakeAgent, Handler, register
-from tests.support.hardening import JSON, Scripted, counts
+from tests.support.client import Client, assert_problem, register
+from tests.support.database import counts
+from tests.support.fakes import JSON, Scripted, StartFake
 from tests.support.servers import serve_asgi
-
-StartFake = Callable[[Handler], Awaitable[FakeAgent]]
 
 REFUSED_HOSTS = {
     "metadata": "169.254.169.254",
@@ -48,14 +45,6 @@ REFUSED_HOSTS = {
     "broadcast": "255.255.255.255",
 }
 ALLOWED_HOSTS = ["127.0.0.1", "127.1", "localhost", "10.1.2.3", "192.168.0.7", "[::1]", "agent"]
-
-
-def assert_problem(r: Any, status: int) -> JSON:
-    assert r.status == status, r.raw
-    assert r.headers["Content-Type"].startswith("application/problem+json")
-    problem: JSON = r.json()
-    assert problem["status"] == status
-    return problem
 
 
 def agent_body(url: str) -> JSON:

@@ -3,9 +3,7 @@ the next claimer or by the periodic sweep."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
 
 import aiohttp
 import asyncpg
@@ -13,11 +11,10 @@ import msgspec
 
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings
-from tests.conftest import Client, FakeAgent, Handler, register
-from tests.support.hardening import Scripted
+from tests.support.client import Client, register
+from tests.support.fakes import FakeAgent, Scripted, StartFake
 from tests.support.servers import serve_asgi
-
-StartFake = Callable[[Handler], Awaitable[FakeAgent]]
+from tests.support.waiting import eventually
 
 
 async def task_with_a_dead_claim(client: Client, db: asyncpg.Connection, fake: FakeAgent) -> str:
@@ -81,13 +78,13 @@ async def test_the_periodic_sweep_logs_and_releases_expired_claims(
     async with serve_asgi(create_app(sweeping)) as base, aiohttp.ClientSession() as session:
         client = Client(base, session)
         agent = await task_with_a_dead_claim(client, db, fake)
-        for _ in range(300):
-            claim = await db.fetchval("SELECT claim_token FROM a2a_tasks")
-            if claim is None:
-                break
-            await asyncio.sleep(0.05)
+
+        async def released() -> bool:
+            return await db.fetchval("SELECT claim_token FROM a2a_tasks") is None
+
+        await eventually(released, "the sweep released the claim")
         events = await logged(client, agent)
-    assert claim is None
+    assert await db.fetchval("SELECT claim_token FROM a2a_tasks") is None
     assert [(e["seq"], e["type"]) for e in events] == [
         (1, "task_created"),
         (2, "task_continue_failed"),

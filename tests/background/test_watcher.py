@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import asyncpg
@@ -16,27 +14,17 @@ from aiohttp import web
 
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings, SettingsError, load_settings
-from tests.conftest import Client
-from tests.core.test_continuation import (
-    BUSY_TYPE,
-    Agent,
-    StartFake,
-    assert_problem,
-    events,
-    register,
-    register_fake,
-    rpc_error,
-    rpc_result,
-    task_body,
-)
+from tests.support.agents import BUSY_TYPE, Agent, events, register, register_fake
+from tests.support.client import Client, assert_problem
 from tests.support.facade_clients import rpc as facade_rpc
-from tests.support.facade_clients import v03_message, v10_message
+from tests.support.fakes import StartFake, rpc_error, rpc_result, task_body, task_status
+from tests.support.rpc import message_v03, message_v10
 from tests.support.sdk_agent import run_sdk_agent
 from tests.support.servers import serve_asgi
 from tests.support.sse_client import all_events
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
-T = TypeVar("T")
 GET_TASK = {"1.0": "GetTask", "0.3": "tasks/get"}
 RETURN_NOW = {"configuration": {"returnImmediately": True}}
 
@@ -59,19 +47,6 @@ async def watching(settings: Settings, db: asyncpg.Connection) -> AsyncIterator[
     """A client of a gateway whose watcher polls every few tens of milliseconds."""
     async with serve_asgi(create_app(fast(settings))) as base, aiohttp.ClientSession() as s:
         yield Client(base, s)
-
-
-async def eventually(check: Callable[[], Awaitable[T | None] | T | None], what: str) -> T:
-    """Wait until ``check`` returns something (the watcher works in the background)."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        found = check()
-        if inspect.isawaitable(found):
-            found = await found
-        if found is not None and found is not False:
-            return found
-        await asyncio.sleep(0.02)
-    pytest.fail(f"never happened: {what}")
 
 
 async def stored_state(client: Client, agent: Agent, task_id: str) -> str:
@@ -247,7 +222,7 @@ async def test_task_left_working_by_a_broken_stream_is_followed_to_its_end(
             return web.Response(body=b"data: " + frame + b"\n\n", content_type="text/event-stream")
         if request["method"] == "SubscribeToTask":
             return rpc_error(request, -32001, "Task not running")
-        asking = {**working, "status": status("input-required", "Which city?")}
+        asking = {**working, "status": task_status("input-required", "Which city?")}
         return rpc_result(request, asking)
 
     agent = await register_fake(watching, fake_agent, breaks_off, capabilities={"streaming": True})
@@ -297,17 +272,6 @@ class Scripted:
         return rpc_result(request, task_body("1.0", "T1", self.first, "C1"))
 
 
-def status(state: str, text: str | None = None, message_id: str | None = None) -> JSON:
-    out: JSON = {"state": "TASK_STATE_" + state.upper().replace("-", "_")}
-    if text is not None:
-        out["message"] = {
-            "messageId": message_id or text,
-            "role": "ROLE_AGENT",
-            "parts": [{"text": text}],
-        }
-    return out
-
-
 async def test_agent_that_lost_the_task_ends_the_watch_with_agent_lost_task(
     watching: Client, db: asyncpg.Connection, fake_agent: StartFake
 ) -> None:
@@ -341,7 +305,7 @@ async def test_agent_that_lost_the_task_ends_the_watch_with_agent_lost_task(
 async def test_watch_longer_than_the_limit_ends_with_watch_expired(
     settings: Settings, db: asyncpg.Connection, fake_agent: StartFake
 ) -> None:
-    script = Scripted("working", [], final=status("working"))
+    script = Scripted("working", [], final=task_status("working"))
     app = create_app(fast(settings, watch_max_s=0.3))
     async with serve_asgi(app) as base, aiohttp.ClientSession() as session:
         client = Client(base, session)
@@ -364,7 +328,7 @@ async def test_watch_longer_than_the_limit_ends_with_watch_expired(
 async def test_deleting_the_agent_stops_the_watch(
     watching: Client, db: asyncpg.Connection, fake_agent: StartFake
 ) -> None:
-    script = Scripted("working", [], final=status("working"))
+    script = Scripted("working", [], final=task_status("working"))
     script.hold = asyncio.Event()
     agent = await register_fake(watching, fake_agent, script)
     await watching.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
@@ -382,12 +346,12 @@ async def test_deleting_the_agent_stops_the_watch(
 async def test_return_immediately_follow_up_waits_past_the_status_it_was_answered_with(
     watching: Client, db: asyncpg.Connection, fake_agent: StartFake
 ) -> None:
-    asked = status("input-required", "Which city?", "m1")
+    asked = task_status("input-required", "Which city?", "m1")
     # The agent answers the send with the task's previous status, reports it once more when
     # asked, then works, then asks again with a new message.
     script = Scripted(
         "input-required",
-        [asked, status("working"), status("input-required", "Which country?", "m2")],
+        [asked, task_status("working"), task_status("input-required", "Which country?", "m2")],
     )
     script.hold = asyncio.Event()
 
@@ -429,7 +393,7 @@ async def test_return_immediately_follow_up_waits_past_the_status_it_was_answere
 async def test_graceful_shutdown_gives_the_lease_back_for_another_gateway_at_once(
     settings: Settings, db: asyncpg.Connection, fake_agent: StartFake
 ) -> None:
-    script = Scripted("working", [], final=status("working"))
+    script = Scripted("working", [], final=task_status("working"))
     # A lease far longer than the test: only its release lets the second gateway take over.
     slow_expiry = fast(settings, watch_lease_s=600.0, watch_renew_s=300.0)
     async with aiohttp.ClientSession() as session:
@@ -451,7 +415,7 @@ async def test_graceful_shutdown_gives_the_lease_back_for_another_gateway_at_onc
             await eventually(lambda: script.gets > asked, "the second gateway polls")
             taken = (await lease_of(db, "T1"))["watch_token"]
             assert taken not in (None, held)
-            script.final = status("input-required", "Which city?")
+            script.final = task_status("input-required", "Which city?")
             await settles_as(second, agent, "T1", "input-required")
             await watch_ended(db, "T1")
 
@@ -459,7 +423,7 @@ async def test_graceful_shutdown_gives_the_lease_back_for_another_gateway_at_onc
 async def test_live_task_left_by_a_start_is_followed_without_returnimmediately(
     watching: Client, db: asyncpg.Connection, fake_agent: StartFake
 ) -> None:
-    script = Scripted("submitted", [status("working")], final=status("completed"))
+    script = Scripted("submitted", [task_status("working")], final=task_status("completed"))
     agent = await register_fake(watching, fake_agent, script)
 
     r = await watching.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
@@ -480,7 +444,7 @@ async def test_live_task_left_by_a_start_is_followed_without_returnimmediately(
 async def test_agent_errors_while_polling_are_retried_with_back_off(
     watching: Client, fake_agent: StartFake
 ) -> None:
-    script = Scripted("working", [-32603], final=status("input-required", "City?"))
+    script = Scripted("working", [-32603], final=task_status("input-required", "City?"))
 
     async def flaky(request: JSON) -> Any:
         if request["method"] == "GetTask" and script.gets == 0:
@@ -507,7 +471,7 @@ async def test_a_process_follows_no_more_tasks_than_its_concurrency(
     async def two_tasks(request: JSON) -> JSON:
         if request["method"] == "GetTask":
             task_id = request["params"]["id"]
-            return rpc_result(request, {"id": task_id, "status": status(states[task_id], "?")})
+            return rpc_result(request, {"id": task_id, "status": task_status(states[task_id], "?")})
         task_id = "T2" if "T1" in started else "T1"
         started.add(task_id)
         return rpc_result(request, task_body("1.0", task_id, "working"))
@@ -624,7 +588,7 @@ async def test_a_task_that_cannot_be_followed_does_not_stop_the_watcher(
     await db.execute(
         "UPDATE a2a_agents SET auth_sealed = $2 WHERE id = $1::uuid", broken.id, b"\x00" * 40
     )
-    script = Scripted("working", [], final=status("input-required", "City?"))
+    script = Scripted("working", [], final=task_status("input-required", "City?"))
     healthy = await register_fake(watching, fake_agent, script)
 
     # Both in one pick-up, the broken one first.
@@ -644,7 +608,9 @@ async def test_a_task_that_cannot_be_followed_does_not_stop_the_watcher(
 async def test_a_caller_hands_a_task_over_and_waits_on_its_event_stream(
     watching: Client, fake_agent: StartFake
 ) -> None:
-    script = Scripted("submitted", [status("working")], final=status("input-required", "City?"))
+    script = Scripted(
+        "submitted", [task_status("working")], final=task_status("input-required", "City?")
+    )
     agent = await register_fake(watching, fake_agent, script)
     task_id, _ = await start_now(watching, agent, "go")
     url = watching.base + agent.task(task_id) + "/events?until=interrupted"
@@ -670,7 +636,7 @@ async def test_an_a2a_client_can_hand_a_task_to_the_watcher_through_the_facade(
 ) -> None:
     async with run_sdk_agent() as sdk:
         agent = await register(watching, sdk.url, "1.0", sdk.received)
-        params = (v10_message if client_version == "1.0" else v03_message)("slow")
+        params = (message_v10 if client_version == "1.0" else message_v03)("slow")
         send = "SendMessage" if client_version == "1.0" else "message/send"
 
         r = await facade_rpc(
@@ -692,7 +658,7 @@ async def test_the_facade_refuses_a_return_immediately_that_is_not_a_boolean(
 ) -> None:
     async with run_sdk_agent() as sdk:
         agent = await register(watching, sdk.url, "1.0", sdk.received)
-        params = {**v10_message("slow"), "configuration": {"returnImmediately": "yes"}}
+        params = {**message_v10("slow"), "configuration": {"returnImmediately": "yes"}}
 
         r = await facade_rpc(watching, agent.id, "SendMessage", params, version="1.0")
 

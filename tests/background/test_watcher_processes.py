@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -18,17 +15,11 @@ import msgspec
 import pytest
 from aiohttp import web
 
-from a2a_continue.settings import Settings
-from tests.background.test_watcher import eventually
-from tests.conftest import JWT_SECRET, Client
-from tests.core.test_continuation import events, register
-from tests.core.test_continuation_processes import (
-    REPO,
-    GatewayProcess,
-    free_port,
-    wait_until_healthy,
-)
+from tests.support.agents import events, register
+from tests.support.client import Client
+from tests.support.processes import GatewayProcess
 from tests.support.servers import serve_aiohttp
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 LEASE_S = 1.0
@@ -42,52 +33,11 @@ WATCH_ENV = {
 
 
 @pytest.fixture
-async def session() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as opened:
-        yield opened
-
-
-@pytest.fixture
-async def spawn(
-    database_url: str,
-    settings: Settings,
-    db: asyncpg.Connection,
-    session: aiohttp.ClientSession,
-    tmp_path: Path,
-) -> AsyncIterator[Callable[..., Awaitable[GatewayProcess]]]:
-    """Start `a2a-continue serve` processes with a quick watcher; all killed at the end."""
-    started: list[GatewayProcess] = []
-    env = {k: v for k, v in os.environ.items() if not k.startswith("A2AC_")}
-    env.update(
-        A2AC_DATABASE_URL=database_url,
-        A2AC_JWT_SECRET=JWT_SECRET,
-        A2AC_ENCRYPTION_KEY=settings.encryption_key,
-        **WATCH_ENV,
-    )
-
-    async def start(**overrides: str) -> GatewayProcess:
-        port = free_port()
-        log = tmp_path / f"gateway-{port}.log"
-        with log.open("wb") as out:
-            process = await asyncio.create_subprocess_exec(
-                *(sys.executable, "-m", "a2a_continue", "serve", "--port", str(port)),
-                stdout=out,
-                stderr=out,
-                env={**env, **overrides},
-                cwd=REPO,
-            )
-        gateway = GatewayProcess(f"http://127.0.0.1:{port}", process, log)
-        started.append(gateway)
-        await wait_until_healthy(gateway, session)
-        return gateway
-
-    try:
-        yield start
-    finally:
-        for gateway in started:
-            if gateway.process.returncode is None:
-                gateway.process.kill()
-            await gateway.process.wait()
+def spawn(
+    spawn_gateway: Callable[..., Awaitable[GatewayProcess]],
+) -> Callable[..., Awaitable[GatewayProcess]]:
+    """Start gateway processes with a quick watcher (and the given overrides)."""
+    return lambda **overrides: spawn_gateway(**{**WATCH_ENV, **overrides})
 
 
 @dataclass

@@ -13,7 +13,7 @@ import pytest
 
 from a2a_continue.runtime.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings
-from tests.conftest import Client, Response, token
+from tests.support.client import Client, Response, token
 
 AGENTS = "/v1/a2a/agents"
 ALICE = "alice@example.com"

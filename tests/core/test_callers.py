@@ -10,8 +10,10 @@ from typing import Any
 
 import aiohttp
 import jwt
+import msgspec
 import pytest
 from jwt.warnings import InsecureKeyLengthWarning
+from multidict import CIMultiDict
 from starlette.requests import Request
 from starlette.responses import Response as StarletteResponse
 from starlette.routing import Route
@@ -19,7 +21,7 @@ from starlette.routing import Route
 from a2a_continue.app import ROUTES, create_app
 from a2a_continue.core.callers import PERMISSIONS, PUBLIC, mint_token
 from a2a_continue.settings import Settings
-from tests.conftest import JWT_SECRET, Client, Response, token
+from tests.support.client import JWT_SECRET, Client, Response, token
 from tests.support.servers import serve_asgi
 
 PERMISSION_KINDS = ["a2a.read", "a2a.create", "a2a.update", "a2a.delete", "a2a.invoke"]
@@ -242,3 +244,14 @@ async def test_a_token_accepted_before_is_refused_once_it_expires(client: Client
     r = await client.call("GET", "/v1/a2a/agents", bearer=short)
     assert r.status == 401
     assert "expired" in r.json()["detail"]
+
+
+async def test_two_authorization_headers_are_401(client: Client) -> None:
+    headers = CIMultiDict(
+        [("Authorization", f"Bearer {token()}"), ("Authorization", f"Bearer {token('bob@x')}")]
+    )
+    async with client.session.get(client.base + "/v1/a2a/agents", headers=headers) as r:
+        body = await r.read()
+        assert r.status == 401, body
+        assert r.headers["Content-Type"].startswith("application/problem+json")
+        assert "one Authorization header" in msgspec.json.decode(body)["detail"]

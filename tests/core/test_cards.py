@@ -14,7 +14,8 @@ from aiohttp import web
 
 from a2a_continue.core.cards import MAX_CARD_BYTES, card_location, pick_interface
 from a2a_continue.ops.sample_agent import sample_card, start_sample_agent
-from tests.conftest import Client, dead_url, register, token
+from tests.support.client import Client, register, token
+from tests.support.ports import dead_url
 from tests.support.sdk_agent import run_sdk_agent
 from tests.support.servers import serve_aiohttp
 

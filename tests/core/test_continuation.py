@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -20,17 +19,25 @@ import pytest
 
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings
-from tests.conftest import Client, FakeAgent, Handler, Response, token
+from tests.support.agents import (
+    BUSY_TYPE,
+    TERMINAL_TYPE,
+    Agent,
+    events,
+    footprint,
+    register,
+    register_fake,
+    start,
+)
+from tests.support.client import Client, assert_problem, token
+from tests.support.fakes import StartFake, WeatherFake, rpc_result, task_body
 from tests.support.sdk_agent import run_sdk_agent
 from tests.support.servers import serve_asgi
 
 JSON = dict[str, Any]
-StartFake = Callable[[Handler], Awaitable[FakeAgent]]
 
 ALICE = "alice@example.com"
 BOB = "bob@example.com"
-TERMINAL_TYPE = "urn:a2a-continue:problem:task-terminal"
-BUSY_TYPE = "urn:a2a-continue:problem:task-busy"
 KINDS = ["sdk-1.0", "sdk-0.3", "fake-1.0", "fake-0.3"]
 USER_ROLE = {"1.0": "ROLE_USER", "0.3": "user"}
 
@@ -60,152 +67,7 @@ OTHER_VERSION = {"0.3": "1.0", "1.0": "0.3"}
 # ---- the project's scripted weather agent -------------------------------------------------
 
 
-def rpc_result(request: JSON, result: JSON) -> JSON:
-    return {"jsonrpc": "2.0", "id": request["id"], "result": result}
-
-
-def rpc_error(request: JSON, code: int, message: str) -> JSON:
-    return {"jsonrpc": "2.0", "id": request["id"], "error": {"code": code, "message": message}}
-
-
-def text_part(version: str, text: str) -> JSON:
-    return {"text": text} if version == "1.0" else {"kind": "text", "text": text}
-
-
-def task_body(
-    version: str,
-    task_id: str,
-    state: str,
-    context_id: str | None = None,
-    artifacts: list[str] | None = None,
-) -> JSON:
-    """A task as an agent of ``version`` answers it (the 1.0 one wrapped in ``task``)."""
-    wire_state = "TASK_STATE_" + state.upper().replace("-", "_") if version == "1.0" else state
-    task: JSON = {"id": task_id, "status": {"state": wire_state}}
-    if context_id is not None:
-        task["contextId"] = context_id
-    if artifacts:
-        task["artifacts"] = [
-            {"artifactId": f"a{i}", "name": "forecast", "parts": [text_part(version, t)]}
-            for i, t in enumerate(artifacts)
-        ]
-    return {"task": task} if version == "1.0" else {"kind": "task", **task}
-
-
-FIRST_TURN = {"auth": "auth-required", "now": "completed", "fail": "failed"}
-TERMINAL = {"completed", "canceled", "failed", "rejected"}
-
-
-class WeatherFake:
-    """Behaves as the SDK test agent does, in one protocol version, without the SDK."""
-
-    def __init__(self, version: str, with_context: bool = True) -> None:
-        self.version = version
-        self.with_context = with_context
-        self.tasks: dict[str, JSON] = {}
-
-    async def __call__(self, request: JSON) -> JSON:
-        if request["method"] in ("CancelTask", "tasks/cancel"):
-            task = self.tasks[request["params"]["id"]]
-            task["state"] = "canceled"
-            rendered = self.render(task)
-            return rpc_result(request, rendered.get("task", rendered))
-        message = request["params"]["message"]
-        text = " ".join(p["text"] for p in message["parts"] if "text" in p)
-        task_id = message.get("taskId")
-        if task_id is None:
-            context = str(uuid.uuid4()) if self.with_context else None
-            task = {"id": str(uuid.uuid4()), "contextId": context, "artifacts": []}
-            task["state"] = FIRST_TURN.get(text, "input-required")
-            self.tasks[task["id"]] = task
-        elif task_id not in self.tasks:
-            return rpc_error(request, -32001, f"Task {task_id} not found")
-        elif self.tasks[task_id]["state"] in TERMINAL:
-            code = -32004 if self.version == "1.0" else -32602
-            return rpc_error(request, code, f"Task {task_id} is in a terminal state")
-        else:
-            task = self.tasks[task_id]
-            task["state"] = "completed"
-            task["artifacts"].append(f"Sunny in {text}")
-        return rpc_result(request, self.render(task))
-
-    def render(self, task: JSON) -> JSON:
-        return task_body(
-            self.version, task["id"], task["state"], task["contextId"], task["artifacts"]
-        )
-
-
 # ---- helpers ------------------------------------------------------------------------------
-
-
-@dataclass
-class Agent:
-    """An agent registered with the gateway, and the requests it has received."""
-
-    id: str
-    version: str
-    received: list[JSON]
-
-    def messages(self, task_id: str) -> str:
-        return f"/v1/a2a/{self.id}/tasks/{task_id}/messages"
-
-    def task(self, task_id: str) -> str:
-        return f"/v1/a2a/{self.id}/tasks/{task_id}"
-
-    def sent(self) -> JSON:
-        """The message of the last request the agent received."""
-        message: JSON = self.received[-1]["params"]["message"]
-        return message
-
-
-async def register(
-    client: Client, url: str, version: str, received: list[JSON], **extra: Any
-) -> Agent:
-    body = {"name": "weather", "endpointUrl": url, "protocolVersion": version, **extra}
-    r = await client.call("POST", "/v1/a2a/agents", body)
-    assert r.status == 201, r.raw
-    return Agent(r.json()["id"], version, received)
-
-
-async def register_fake(
-    client: Client, fake_agent: StartFake, handler: Handler, version: str = "1.0", **extra: Any
-) -> Agent:
-    fake = await fake_agent(handler)
-    return await register(client, fake.url, version, fake.received, **extra)
-
-
-async def start(client: Client, agent: Agent, text: str = "weather?", **extra: Any) -> JSON:
-    """Start a task through the gateway; return it as the gateway stored it."""
-    r = await client.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": text, **extra})
-    assert r.status == 200, r.raw
-    result = r.json()["result"]
-    task_id = result["task"]["id"] if "task" in result else result["id"]
-    r = await client.call("GET", agent.task(task_id))
-    assert r.status == 200, r.raw
-    task: JSON = r.json()
-    return task
-
-
-async def events(client: Client, agent: Agent, task_id: str) -> list[JSON]:
-    r = await client.call("GET", agent.task(task_id) + "/events")
-    assert r.status == 200, r.raw
-    found: list[JSON] = r.json()["events"]
-    return found
-
-
-async def footprint(db: asyncpg.Connection, agent: Agent) -> tuple[Any, ...]:
-    """Everything a follow-up could touch: task rows (claims included), events, agent calls."""
-    tasks = [dict(r) for r in await db.fetch("SELECT * FROM a2a_tasks ORDER BY id")]
-    logged = [dict(r) for r in await db.fetch("SELECT * FROM a2a_task_events ORDER BY task, seq")]
-    return tasks, logged, len(agent.received)
-
-
-def assert_problem(r: Response, status: int) -> JSON:
-    assert r.status == status, r.raw
-    assert r.headers["Content-Type"].startswith("application/problem+json")
-    problem: JSON = r.json()
-    assert problem["status"] == status
-    return problem
 
 
 @pytest.fixture(params=KINDS)

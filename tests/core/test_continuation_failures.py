@@ -16,18 +16,9 @@ from aiohttp import web
 
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings
-from tests.conftest import Client
-from tests.core.test_continuation import (
-    Agent,
-    StartFake,
-    assert_problem,
-    events,
-    register,
-    register_fake,
-    rpc_result,
-    start,
-    task_body,
-)
+from tests.support.agents import Agent, events, register, register_fake, start
+from tests.support.client import Client, assert_problem
+from tests.support.fakes import StartFake, rpc_result, task_body
 from tests.support.servers import serve_asgi
 
 JSON = dict[str, Any]

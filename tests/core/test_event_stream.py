@@ -16,11 +16,9 @@ import pytest
 from a2a_continue.app import create_app
 from a2a_continue.core.tasks import append_event, record_outcome
 from a2a_continue.settings import Settings
-from tests.conftest import Client, register, token
-from tests.core.test_continuation_processes import GatewayProcess, session, spawn_gateway
+from tests.support.client import Client, register, token
+from tests.support.processes import GatewayProcess
 from tests.support.servers import serve_asgi
-
-__all__ = ["session", "spawn_gateway"]  # fixtures shared with the cross-process tests
 from tests.support.sse_client import Event, events
 
 ALICE = "alice@example.com"

@@ -23,34 +23,17 @@ from a2a_continue.runtime.db import create_pool
 from a2a_continue.runtime.gateway import Gateway
 from a2a_continue.runtime.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings, SettingsError, load_settings
-from tests.conftest import Client, Response, token
-from tests.core import test_continuation_processes as processes
-from tests.core.test_continuation import (
-    BUSY_TYPE,
-    Agent,
-    StartFake,
-    WeatherFake,
-    assert_problem,
-    events,
-    register,
-    register_fake,
-    rpc_error,
-    rpc_result,
-    start,
-    task_body,
-)
-from tests.core.test_continuation_processes import GatewayProcess, HeldAgent, two_gateways
-from tests.obs.test_metrics import moved, scrape
-from tests.support.facade_clients import v10_message
+from tests.support.agents import BUSY_TYPE, Agent, events, register, register_fake, start
+from tests.support.client import Client, Response, assert_problem, token
+from tests.support.fakes import HeldAgent, StartFake, WeatherFake, rpc_error, rpc_result, task_body
+from tests.support.metrics import moved, scrape
+from tests.support.processes import GatewayProcess, two_gateways
+from tests.support.rpc import message_v10
 from tests.support.sdk_agent import run_sdk_agent
 from tests.support.servers import serve_asgi
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
-
-# The cross-process fixtures: gateways as `a2a-continue serve` processes, a holding agent.
-spawn_gateway = processes.spawn_gateway
-session = processes.session
-held = processes.held
 
 ALICE = "alice@example.com"
 BOB = "bob@example.com"
@@ -659,10 +642,11 @@ async def test_expired_keys_are_removed_in_the_background(
         agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
         r = await client.call("POST", start_path(agent), {"text": "hi"}, headers=keyed("k"))
         assert r.status == 200
-        for _ in range(200):
-            if not await key_rows(db):
-                break
-            await asyncio.sleep(0.05)
+
+        async def swept() -> bool:
+            return await key_rows(db) == []
+
+        await eventually(swept, "the expired key swept")
         assert await key_rows(db) == []
 
 
@@ -819,7 +803,7 @@ async def test_facade_send_retried_with_its_message_id_is_replayed_with_the_new_
     client: Client, fake_agent: StartFake
 ) -> None:
     agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
-    params = v10_message("weather?")
+    params = message_v10("weather?")
 
     first = await facade_call(client, agent, facade_send(params, "r1"))
     again = await facade_call(client, agent, facade_send(params, "r2"))
@@ -839,7 +823,7 @@ async def test_facade_follow_up_retried_with_its_message_id_reaches_the_agent_on
 ) -> None:
     agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
     task = await start(client, agent)
-    params = v10_message("Paris", task["id"])
+    params = message_v10("Paris", task["id"])
 
     first = await facade_call(client, agent, facade_send(params, 1))
     again = await facade_call(client, agent, facade_send(params, 2))
@@ -856,7 +840,7 @@ async def test_facade_message_id_reused_for_another_message_is_invalid_params(
     client: Client, fake_agent: StartFake
 ) -> None:
     agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
-    params = v10_message("weather?")
+    params = message_v10("weather?")
     other = {"message": {**params["message"], "parts": [{"text": "rain?"}]}}
     await facade_call(client, agent, facade_send(params, 1))
 
@@ -872,7 +856,7 @@ async def test_facade_long_message_id_still_works_as_a_key(
     client: Client, fake_agent: StartFake
 ) -> None:
     agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
-    params = v10_message("weather?")
+    params = message_v10("weather?")
     params["message"]["messageId"] = "é" * 300
 
     first = await facade_call(client, agent, facade_send(params, 1))
@@ -889,7 +873,7 @@ async def test_facade_bad_idempotency_key_header_is_invalid_params(
     agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
     headers = {"Idempotency-Key": "x" * 256}
 
-    r = await facade_call(client, agent, facade_send(v10_message("hi"), 1), **headers)
+    r = await facade_call(client, agent, facade_send(message_v10("hi"), 1), **headers)
 
     error = r.json()["error"]
     assert (r.status, error["code"]) == (200, -32602)
@@ -914,7 +898,7 @@ async def test_facade_cancel_with_a_key_is_replayed(client: Client, fake_agent: 
 async def test_facade_streamed_send_sends_retries_to_the_tasks_events(client: Client) -> None:
     async with run_sdk_agent(streaming=True) as sdk:
         agent = await register(client, sdk.url, "1.0", sdk.received, capabilities=STREAMING)
-        params = v10_message("hi")
+        params = message_v10("hi")
         body = {"jsonrpc": "2.0", "method": "SendStreamingMessage", "params": params}
         stream = {"Accept": "text/event-stream"}
         first = await facade_call(client, agent, {**body, "id": 1}, **stream)

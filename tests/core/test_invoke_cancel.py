@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
 import pytest
 
-from tests.conftest import TASK_FIELDS, Client, FakeAgent, Handler, dead_url, register
+from tests.support.client import TASK_FIELDS, Client, register
+from tests.support.fakes import Handler, Scripted, StartFake, task_v10
+from tests.support.ports import dead_url
 from tests.support.sdk_agent import SdkAgent
 
 JSON = dict[str, Any]
-StartFake = Callable[[Handler], Awaitable[FakeAgent]]
 Snapshot = tuple[Any, list[Any]]
 
 ALICE = "alice@example.com"
@@ -265,3 +265,25 @@ async def test_cancel_rejects_a_body_other_than_empty_or_an_empty_object(
     assert r.json()["errors"]
     assert await snapshot(db) == before
     assert [m["method"] for m in fake.received] == ["SendMessage"]
+
+
+# ---- cancel answered with another task than the one asked about --------------------------
+
+
+async def test_cancel_answered_with_another_tasks_id_is_502_and_leaves_the_task(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    script = Scripted(cancel=lambda r: task_v10("T2", "canceled"))
+    fake = await fake_agent(script)
+    agent = await register(client, fake.url)
+    r = await client.call("POST", f"/v1/a2a/{agent}/messages", {"text": "hi"})
+    assert r.status == 200, r.raw
+    before = [dict(row) for row in await db.fetch("SELECT * FROM a2a_tasks")]
+
+    r = await client.call("POST", f"/v1/a2a/{agent}/tasks/T1/cancel")
+
+    assert r.status == 502, r.raw
+    assert r.headers["Content-Type"].startswith("application/problem+json")
+    assert "'T2'" in r.json()["detail"]
+    assert [dict(row) for row in await db.fetch("SELECT * FROM a2a_tasks")] == before
+    assert await db.fetchval("SELECT count(*) FROM a2a_task_events") == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -17,12 +17,13 @@ from a2a_continue.a2a.protocol import AgentTask
 from a2a_continue.app import create_app
 from a2a_continue.core.tasks import record_new_task
 from a2a_continue.settings import Settings
-from tests.conftest import Client, FakeAgent, Handler, dead_url, register, token
+from tests.support.client import Client, register, token
+from tests.support.fakes import Handler, StartFake
+from tests.support.ports import dead_url
 from tests.support.sdk_agent import SdkAgent
 from tests.support.servers import serve_asgi
 
 JSON = dict[str, Any]
-StartFake = Callable[[Handler], Awaitable[FakeAgent]]
 
 BOB = token("bob@example.com")
 SEND_METHOD = {"1.0": "SendMessage", "0.3": "message/send"}

@@ -10,16 +10,11 @@ import asyncpg
 import msgspec
 
 from a2a_continue.core import leases
-from tests.conftest import Client
-from tests.core.test_continuation import (
-    BUSY_TYPE,
-    StartFake,
-    assert_problem,
-    register_fake,
-    rpc_result,
-)
-from tests.core.test_continuation import task_body as agent_task
-from tests.runtime.test_db import insert_agent
+from tests.support.agents import BUSY_TYPE, register_fake
+from tests.support.client import Client, assert_problem
+from tests.support.database import insert_agent
+from tests.support.fakes import StartFake, rpc_result
+from tests.support.fakes import task_body as agent_task
 
 LEASE_S = 5.0
 

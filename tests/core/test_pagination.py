@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Awaitable, Callable
 
 import msgspec
 import pytest
 
-from tests.conftest import Client, FakeAgent, Handler, register
-
-StartFake = Callable[[Handler], Awaitable[FakeAgent]]
+from tests.support.client import Client, register
 
 
 def cursor(stamp: str, row_id: str) -> str:

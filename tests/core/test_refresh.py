@@ -8,17 +8,10 @@ from typing import Any
 import asyncpg
 
 from a2a_continue.core.refresh import refresh_param
-from tests.background.test_watcher import status
-from tests.conftest import TASK_FIELDS, Client, dead_url, token
-from tests.core.test_continuation import (
-    Agent,
-    StartFake,
-    assert_problem,
-    events,
-    register_fake,
-    rpc_error,
-    rpc_result,
-)
+from tests.support.agents import Agent, events, register_fake
+from tests.support.client import TASK_FIELDS, Client, assert_problem, token
+from tests.support.fakes import StartFake, rpc_error, rpc_result, task_status
+from tests.support.ports import dead_url
 
 JSON = dict[str, Any]
 
@@ -33,7 +26,11 @@ class Reporting:
 
     async def __call__(self, request: JSON) -> JSON:
         if request["method"] != "GetTask":
-            first = {"id": "T1", "contextId": "C1", "status": status("input-required", "City?")}
+            first = {
+                "id": "T1",
+                "contextId": "C1",
+                "status": task_status("input-required", "City?"),
+            }
             return rpc_result(request, {"task": first})
         self.gets += 1
         await asyncio.sleep(self.delay)
@@ -44,7 +41,7 @@ class Reporting:
 
 
 def task(state: str, text: str, message_id: str, artifacts: list[JSON] | None = None) -> JSON:
-    reported: JSON = {"id": "T1", "contextId": "C1", "status": status(state, text, message_id)}
+    reported: JSON = {"id": "T1", "contextId": "C1", "status": task_status(state, text, message_id)}
     if artifacts is not None:
         reported["artifacts"] = artifacts
     return reported

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -17,34 +14,28 @@ import pytest
 from a2a_continue.a2a.agent_stream import SseReader
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings
-from tests.conftest import Client, Response, Script, register, token
+from tests.support.agents import BUSY_TYPE
+from tests.support.client import Client, Response, register, token
 from tests.support.sdk_agent import run_sdk_agent
 from tests.support.servers import serve_asgi
-from tests.support.sse_client import Event, all_events, events
+from tests.support.sse_client import events
+from tests.support.streams import (
+    STREAM,
+    STREAMING,
+    frame,
+    interrupted_then,
+    post_stream,
+    snapshot,
+    start_task,
+    status,
+    task_events,
+    task_of,
+    task_row,
+)
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
-STREAM = {"Accept": "text/event-stream"}
-BUSY_TYPE = "urn:a2a-continue:problem:task-busy"
 TIMEOUT_TYPE = "urn:a2a-continue:problem:agent-timeout"
-STREAMING = {"streaming": True}
-
-
-@dataclass
-class Streamed:
-    """A streamed answer: the status, headers, and its events (or its problem body)."""
-
-    status: int
-    headers: Any
-    events: list[Event]
-    raw: bytes = b""
-
-
-async def post_stream(client: Client, path: str, body: JSON) -> Streamed:
-    headers = {"Authorization": f"Bearer {client.bearer}", **STREAM}
-    async with client.session.post(client.base + path, json=body, headers=headers) as r:
-        if r.content_type != "text/event-stream":
-            return Streamed(r.status, r.headers, [], await r.read())
-        return Streamed(r.status, r.headers, await all_events(r))
 
 
 def agent_frames(answer: bytes) -> list[bytes]:
@@ -55,31 +46,6 @@ def agent_frames(answer: bytes) -> list[bytes]:
     return frames + ([last] if last is not None else [])
 
 
-async def task_events(db: asyncpg.Connection, task_id: str) -> list[tuple[Any, ...]]:
-    rows = await db.fetch(
-        "SELECT e.type, e.previous_state, e.new_state, e.data FROM a2a_task_events e"
-        " JOIN a2a_tasks t ON t.id = e.task WHERE t.task_id = $1 ORDER BY e.seq",
-        task_id,
-    )
-    return [(r["type"], r["previous_state"], r["new_state"], r["data"]) for r in rows]
-
-
-async def task_row(db: asyncpg.Connection, task_id: str) -> asyncpg.Record:
-    row = await db.fetchrow(
-        "SELECT state, status_message, artifacts, claim_token FROM a2a_tasks WHERE task_id = $1",
-        task_id,
-    )
-    assert row is not None
-    return row
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], within_s: float = 20) -> None:
-    deadline = time.monotonic() + within_s
-    while not await check():
-        assert time.monotonic() < deadline, "the condition never held"
-        await asyncio.sleep(0.05)
-
-
 def without_message_ids(entries: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return [
         (kind, prev, new, {k: v for k, v in data.items() if k != "messageId"})
@@ -88,11 +54,6 @@ def without_message_ids(entries: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]
 
 
 # ---- real a2a-sdk agents ------------------------------------------------------------------
-
-
-def task_of(event: Event) -> str:
-    result = event.json()["result"]
-    return str(result["task"]["id"] if "task" in result else result["id"])
 
 
 @pytest.mark.parametrize("version", ["1.0", "0.3"])
@@ -182,43 +143,9 @@ async def test_an_agent_without_streaming_gets_the_blocking_send_and_the_caller_
 # ---- a scripted streaming agent -----------------------------------------------------------
 
 
-def frame(request: JSON, result: JSON) -> bytes:
-    """A frame with unusual spacing, so that relaying it unchanged is visible."""
-    body = {"jsonrpc": "2.0", "id": request["id"], "result": result}
-    return json.dumps(body, separators=(" ,", " : ")).encode()
-
-
-def status(task_id: str, state: str, **extra: Any) -> JSON:
-    return {
-        "statusUpdate": {"taskId": task_id, "contextId": "C", "status": {"state": state}, **extra}
-    }
-
-
-def snapshot(task_id: str, state: str) -> JSON:
-    return {"task": {"id": task_id, "contextId": "C", "status": {"state": state}}}
-
-
 def artifact(task_id: str, artifact_id: str, text: str, append: bool = False) -> JSON:
     chunk = {"artifactId": artifact_id, "parts": [{"text": text}]}
     return {"artifactUpdate": {"taskId": task_id, "artifact": chunk, "append": append}}
-
-
-async def start_task(client: Client, agent: str, task_id: str = "T") -> None:
-    r = await post_stream(client, f"/v1/a2a/{agent}/messages", {"text": "hi"})
-    assert r.status == 200, r.raw
-    assert task_of(r.events[0]) == task_id
-
-
-def interrupted_then(rest: Script) -> Script:
-    """A first turn that pauses in input-required; ``rest`` answers the follow-ups."""
-
-    async def script(request: JSON, send: Callable[[bytes], Awaitable[None]]) -> None:
-        if "taskId" not in request["params"]["message"]:
-            await send(frame(request, snapshot("T", "TASK_STATE_INPUT_REQUIRED")))
-            return
-        await rest(request, send)
-
-    return script
 
 
 async def test_frames_are_relayed_byte_for_byte_and_a_first_snapshot_does_not_end_the_stream(

@@ -14,8 +14,9 @@ import msgspec
 from a2a_continue.app import create_app
 from a2a_continue.limits import MAX_JSON_DEPTH
 from a2a_continue.settings import Settings
-from tests.conftest import Client, register
-from tests.core.test_relay import (
+from tests.support.client import Client, register
+from tests.support.servers import serve_asgi
+from tests.support.streams import (
     STREAMING,
     frame,
     interrupted_then,
@@ -26,7 +27,7 @@ from tests.core.test_relay import (
     task_events,
     task_row,
 )
-from tests.support.servers import serve_asgi
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 Send = Callable[[bytes], Awaitable[None]]
@@ -109,10 +110,7 @@ async def test_streams_hold_their_agents_slot_and_a_busy_agent_is_503_with_no_cl
         held = asyncio.create_task(
             post_stream(client, f"/v1/a2a/{agent}/tasks/T/messages", {"text": "x"})
         )
-        for _ in range(500):
-            if len(fake.received) == 2:
-                break
-            await asyncio.sleep(0.02)
+        await eventually(lambda: len(fake.received) == 2, "the follow-up at the agent")
         busy_start = await post_stream(client, f"/v1/a2a/{agent}/messages", {"text": "hi"})
         release.set()
         done = await asyncio.wait_for(held, 30)
@@ -151,10 +149,7 @@ async def test_a_streamed_follow_up_to_a_busy_agent_is_503_and_releases_its_clai
         held = asyncio.create_task(
             post_stream(client, f"/v1/a2a/{agent}/tasks/T1/messages", {"text": "x"})
         )
-        for _ in range(500):
-            if len(fake.received) == 3:
-                break
-            await asyncio.sleep(0.02)
+        await eventually(lambda: len(fake.received) == 3, "the follow-up at the agent")
         busy = await post_stream(client, f"/v1/a2a/{agent}/tasks/T2/messages", {"text": "x"})
         release.set()
         await asyncio.wait_for(held, 30)

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
 import pytest
 
-from tests.conftest import TASK_FIELDS, Client, FakeAgent, Handler, register, token
+from tests.support.client import TASK_FIELDS, Client, register, token
+from tests.support.fakes import StartFake
 from tests.support.sdk_agent import SdkAgent
 
 JSON = dict[str, Any]
-StartFake = Callable[[Handler], Awaitable[FakeAgent]]
 
 ALICE = "alice@example.com"
 BOB = token("bob@example.com")

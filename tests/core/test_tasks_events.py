@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -13,10 +13,10 @@ import msgspec
 import pytest
 
 from a2a_continue.core.tasks import append_event
-from tests.conftest import Client, FakeAgent, Handler
+from tests.support.client import Client
+from tests.support.fakes import StartFake
 
 JSON = dict[str, Any]
-StartFake = Callable[[Handler], Awaitable[FakeAgent]]
 
 WRITERS = 50
 EVENT_FIELDS = {"seq", "type", "previousState", "newState", "actor", "data", "createdAt"}

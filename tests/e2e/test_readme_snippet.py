@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Client, register, token
+from tests.support.client import Client, register, token
 from tests.support.sdk_agent import SdkAgent
 
 README = Path(__file__).resolve().parents[2] / "README.md"

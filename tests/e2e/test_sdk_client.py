@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, ListTasksRequest, TaskState
 
-from tests.conftest import Client, register, token
+from tests.support.client import Client, register, token
 from tests.support.facade_clients import sdk_client, send_all, user_message
 from tests.support.sdk_agent import SdkAgent
 

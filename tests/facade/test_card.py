@@ -16,7 +16,7 @@ from a2a.compat.v0_3 import types as v03
 
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings
-from tests.conftest import Client, register, token
+from tests.support.client import Client, register, token
 from tests.support.servers import serve_asgi
 
 JSON = dict[str, Any]

@@ -20,8 +20,11 @@ from a2a.utils.errors import TaskNotFoundError
 
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings
-from tests.conftest import Client, FakeAgent, dead_url, register
-from tests.support.facade_clients import rpc, sdk_client, v03_message, v10_message
+from tests.support.client import Client, register
+from tests.support.facade_clients import rpc, sdk_client
+from tests.support.fakes import FakeAgent
+from tests.support.ports import dead_url
+from tests.support.rpc import message_v03, message_v10
 from tests.support.sdk_agent import SdkAgent
 from tests.support.servers import serve_asgi
 
@@ -34,7 +37,7 @@ BOTH = pytest.mark.parametrize("version", ["0.3", "1.0"])
 
 
 def message(version: str, text: str, task_id: str | None = None) -> JSON:
-    return v03_message(text, task_id) if version == "0.3" else v10_message(text, task_id)
+    return message_v03(text, task_id) if version == "0.3" else message_v10(text, task_id)
 
 
 def members(error: JSON, version: str) -> JSON:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import asyncpg
@@ -12,9 +12,9 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import Client, FakeAgent, Handler, Response, register
+from tests.support.client import Client, Response, register
+from tests.support.fakes import StartFake
 
-StartFake = Callable[[Handler], Awaitable[FakeAgent]]
 T = TypeVar("T")
 JSON = dict[str, Any]
 

@@ -9,8 +9,10 @@ import aiohttp
 import asyncpg
 import pytest
 
-from tests.conftest import Client, FakeAgent, register, token
-from tests.support.facade_clients import rpc, v03_message, v10_message
+from tests.support.client import Client, register, token
+from tests.support.facade_clients import rpc
+from tests.support.fakes import FakeAgent
+from tests.support.rpc import message_v03, message_v10
 from tests.support.rpc import rpc as direct_rpc
 from tests.support.sdk_agent import SdkAgent
 
@@ -19,7 +21,7 @@ JSON = dict[str, Any]
 
 async def test_numeric_id_is_echoed_exactly(client: Client, sdk: SdkAgent) -> None:
     agent_id = await register(client, sdk.url, "1.0")
-    r = await rpc(client, agent_id, "SendMessage", v10_message("weather?"), version="1.0", rpc_id=7)
+    r = await rpc(client, agent_id, "SendMessage", message_v10("weather?"), version="1.0", rpc_id=7)
     assert (r.status, r.json()["id"]) == (200, 7)
     assert b'"id":7,' in r.raw or b'"id":7}' in r.raw
 
@@ -79,7 +81,7 @@ async def test_unsupported_protocol_version_is_refused(client: Client, where: st
 
 async def test_version_given_as_query_parameter_is_accepted(client: Client, sdk: SdkAgent) -> None:
     agent_id = await register(client, sdk.url, "0.3")
-    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": v10_message("hi")}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": message_v10("hi")}
     r = await client.call("POST", f"/a2a/{agent_id}?A2A-Version=1.0", body)
     assert r.json()["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
 
@@ -88,14 +90,14 @@ async def test_raw_0_3_client_completes_a_task_with_a_1_0_agent(
     client: Client, sdk: SdkAgent
 ) -> None:
     agent_id = await register(client, sdk.url, "1.0")
-    first = (await rpc(client, agent_id, "message/send", v03_message("weather?"), rpc_id=1)).json()
+    first = (await rpc(client, agent_id, "message/send", message_v03("weather?"), rpc_id=1)).json()
     task = first["result"]
     assert (task["kind"], task["status"]["state"]) == ("task", "input-required")
     status_message = task["status"]["message"]
     assert (status_message["kind"], status_message["role"]) == ("message", "agent")
     assert status_message["parts"] == [{"kind": "text", "text": "Which city?"}]
 
-    done = await rpc(client, agent_id, "message/send", v03_message("Oslo", task["id"]), rpc_id=2)
+    done = await rpc(client, agent_id, "message/send", message_v03("Oslo", task["id"]), rpc_id=2)
     result = done.json()["result"]
     assert (result["kind"], result["status"]["state"]) == ("task", "completed")
     assert result["artifacts"][0]["parts"] == [{"kind": "text", "text": "Sunny in Oslo"}]
@@ -109,14 +111,14 @@ async def test_raw_1_0_client_completes_a_task_with_a_0_3_agent(
     client: Client, sdk: SdkAgent
 ) -> None:
     agent_id = await register(client, sdk.url, "0.3")
-    first = await rpc(client, agent_id, "SendMessage", v10_message("weather?"), version="1.0")
+    first = await rpc(client, agent_id, "SendMessage", message_v10("weather?"), version="1.0")
     task = first.json()["result"]["task"]
     assert "kind" not in task
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     assert task["status"]["message"]["role"] == "ROLE_AGENT"
     assert task["status"]["message"]["parts"] == [{"text": "Which city?"}]
 
-    follow = v10_message("Lima", task["id"])
+    follow = message_v10("Lima", task["id"])
     done = await rpc(client, agent_id, "SendMessage", follow, version="1.0")
     result = done.json()["result"]["task"]
     assert result["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -141,11 +143,11 @@ async def test_message_answer_is_wrapped_for_1_0_and_bare_for_0_3(
 
     agent: FakeAgent = await fake_agent(answer)
     agent_id = await register(client, agent.url, "0.3")
-    v10 = (await rpc(client, agent_id, "SendMessage", v10_message("hello"), version="1.0")).json()
+    v10 = (await rpc(client, agent_id, "SendMessage", message_v10("hello"), version="1.0")).json()
     assert v10["result"] == {
         "message": {"messageId": "m1", "role": "ROLE_AGENT", "parts": [{"text": "hi"}]}
     }
-    v03 = (await rpc(client, agent_id, "message/send", v03_message("hello"))).json()
+    v03 = (await rpc(client, agent_id, "message/send", message_v03("hello"))).json()
     assert v03["result"]["kind"] == "message" and v03["result"]["role"] == "agent"
     tasks = (await client.call("GET", f"/v1/a2a/{agent_id}/tasks")).json()
     assert tasks["tasks"] == []
@@ -155,7 +157,7 @@ async def test_get_task_asks_the_agent_and_records_what_changed(
     client: Client, sdk: SdkAgent
 ) -> None:
     agent_id = await register(client, sdk.url, "1.0")
-    first = await rpc(client, agent_id, "SendMessage", v10_message("weather?"), version="1.0")
+    first = await rpc(client, agent_id, "SendMessage", message_v10("weather?"), version="1.0")
     task_id = first.json()["result"]["task"]["id"]
     # Canceled behind the gateway's back: the agent knows, the store does not yet.
     async with aiohttp.ClientSession() as http:
@@ -179,7 +181,7 @@ async def test_get_task_that_changed_nothing_appends_no_event(
     client: Client, sdk: SdkAgent
 ) -> None:
     agent_id = await register(client, sdk.url, "0.3")
-    first = await rpc(client, agent_id, "message/send", v03_message("weather?"))
+    first = await rpc(client, agent_id, "message/send", message_v03("weather?"))
     task_id = first.json()["result"]["id"]
     await rpc(client, agent_id, "tasks/get", {"id": task_id})
     events = (await client.call("GET", f"/v1/a2a/{agent_id}/tasks/{task_id}/events")).json()
@@ -188,7 +190,7 @@ async def test_get_task_that_changed_nothing_appends_no_event(
 
 async def test_get_task_honours_history_length(client: Client, sdk: SdkAgent) -> None:
     agent_id = await register(client, sdk.url, "1.0")
-    first = await rpc(client, agent_id, "SendMessage", v10_message("weather?"), version="1.0")
+    first = await rpc(client, agent_id, "SendMessage", message_v10("weather?"), version="1.0")
     task_id = first.json()["result"]["task"]["id"]
     full = (await rpc(client, agent_id, "GetTask", {"id": task_id}, version="1.0")).json()
     assert len(full["result"]["history"]) >= 1
@@ -200,8 +202,8 @@ async def test_get_task_honours_history_length(client: Client, sdk: SdkAgent) ->
 
 async def test_list_tasks_filters_by_status_and_context(client: Client, sdk: SdkAgent) -> None:
     agent_id = await register(client, sdk.url, "1.0")
-    waiting = await rpc(client, agent_id, "SendMessage", v10_message("weather?"), version="1.0")
-    done = await rpc(client, agent_id, "SendMessage", v10_message("now"), version="1.0")
+    waiting = await rpc(client, agent_id, "SendMessage", message_v10("weather?"), version="1.0")
+    done = await rpc(client, agent_id, "SendMessage", message_v10("now"), version="1.0")
     waiting_task = waiting.json()["result"]["task"]
     done_id = done.json()["result"]["task"]["id"]
 
@@ -259,8 +261,8 @@ async def test_no_token_is_401(client: Client) -> None:
 @pytest.mark.parametrize(
     ("method", "params", "needs"),
     [
-        ("message/send", v03_message("hi"), "a2a.invoke"),
-        ("SendMessage", v10_message("hi"), "a2a.invoke"),
+        ("message/send", message_v03("hi"), "a2a.invoke"),
+        ("SendMessage", message_v10("hi"), "a2a.invoke"),
         ("tasks/cancel", {"id": "t"}, "a2a.invoke"),
         ("CancelTask", {"id": "t"}, "a2a.invoke"),
         ("tasks/get", {"id": "t"}, "a2a.read"),
@@ -282,7 +284,7 @@ async def test_method_with_its_permission_is_answered(client: Client, sdk: SdkAg
     agent_id = await register(client, sdk.url, "1.0", visibility="public")
     sender = token("bob@example.com", perms=["a2a.invoke"])
     reader = token("bob@example.com", perms=["a2a.read"])
-    sent = await rpc(client, agent_id, "message/send", v03_message("weather?"), bearer=sender)
+    sent = await rpc(client, agent_id, "message/send", message_v03("weather?"), bearer=sender)
     task_id = sent.json()["result"]["id"]
     got = await rpc(client, agent_id, "tasks/get", {"id": task_id}, bearer=reader)
     assert got.json()["result"]["id"] == task_id
@@ -290,13 +292,13 @@ async def test_method_with_its_permission_is_answered(client: Client, sdk: SdkAg
 
 async def test_other_callers_tasks_are_not_found(client: Client, sdk: SdkAgent) -> None:
     agent_id = await register(client, sdk.url, "1.0", visibility="public")
-    sent = await rpc(client, agent_id, "message/send", v03_message("weather?"))
+    sent = await rpc(client, agent_id, "message/send", message_v03("weather?"))
     task_id = sent.json()["result"]["id"]
     bob = token("bob@example.com")
     for method, params in [
         ("tasks/get", {"id": task_id}),
         ("tasks/cancel", {"id": task_id}),
-        ("message/send", v03_message("Paris", task_id)),
+        ("message/send", message_v03("Paris", task_id)),
     ]:
         r = await rpc(client, agent_id, method, params, bearer=bob)
         assert r.json()["error"]["code"] == -32001, method
@@ -309,15 +311,15 @@ async def test_invisible_agent_answers_task_not_found(
 ) -> None:
     agent_id = await register(client, "http://127.0.0.1:9/", "1.0")
     bob = token("bob@example.com")
-    r = await rpc(client, agent_id, "message/send", v03_message("hi"), bearer=bob)
+    r = await rpc(client, agent_id, "message/send", message_v03("hi"), bearer=bob)
     assert (r.status, r.json()["error"]["code"]) == (200, -32001)
-    r = await rpc(client, str(uuid.uuid4()), "message/send", v03_message("hi"))
+    r = await rpc(client, str(uuid.uuid4()), "message/send", message_v03("hi"))
     assert (r.status, r.json()["error"]["code"]) == (200, -32001)
 
 
 async def test_body_over_the_size_limit_is_an_invalid_request(client: Client) -> None:
     agent_id = await register(client, "http://127.0.0.1:9/", "1.0")
-    huge = v03_message("x" * 70_000)
+    huge = message_v03("x" * 70_000)
     r = await rpc(client, agent_id, "message/send", huge, rpc_id=1)
     assert r.status == 200
     error = r.json()["error"]
@@ -326,13 +328,13 @@ async def test_body_over_the_size_limit_is_an_invalid_request(client: Client) ->
 
 async def test_patch_level_version_header_is_accepted(client: Client, sdk: SdkAgent) -> None:
     agent_id = await register(client, sdk.url, "1.0")
-    r = await rpc(client, agent_id, "SendMessage", v10_message("weather?"), version="1.0.0")
+    r = await rpc(client, agent_id, "SendMessage", message_v10("weather?"), version="1.0.0")
     assert r.json()["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
 
 
 async def test_list_tasks_shows_artifacts_only_when_asked(client: Client, sdk: SdkAgent) -> None:
     agent_id = await register(client, sdk.url, "1.0")
-    await rpc(client, agent_id, "SendMessage", v10_message("now"), version="1.0")
+    await rpc(client, agent_id, "SendMessage", message_v10("now"), version="1.0")
     plain = await rpc(client, agent_id, "ListTasks", {}, version="1.0")
     assert "artifacts" not in plain.json()["result"]["tasks"][0]
     full = await rpc(client, agent_id, "ListTasks", {"includeArtifacts": True}, version="1.0")

@@ -3,25 +3,23 @@ and nothing is sent or written."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 import asyncpg
 import pytest
 
-from tests.conftest import Client, FakeAgent, Handler, register
-from tests.support.facade_clients import rpc, v10_message
-from tests.support.hardening import Scripted, counts
-
-StartFake = Callable[[Handler], Awaitable[FakeAgent]]
+from tests.support.client import Client, register
+from tests.support.database import counts
+from tests.support.facade_clients import rpc
+from tests.support.fakes import Scripted, StartFake
+from tests.support.rpc import message_v10
 
 
 @pytest.mark.parametrize(
     "params",
     [
         {"id": "T\x001"},
-        {"message": {**v10_message("hi"), "contextId": "C\x00"}},
-        {"message": v10_message("hi\x00")},
-        {"message": v10_message("hi"), "metadata": {"k\x00": 1}},
+        {"message": {**message_v10("hi"), "contextId": "C\x00"}},
+        {"message": message_v10("hi\x00")},
+        {"message": message_v10("hi"), "metadata": {"k\x00": 1}},
     ],
 )
 async def test_facade_params_holding_nul_are_invalid_params_and_reach_no_agent(

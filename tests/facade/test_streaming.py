@@ -10,15 +10,10 @@ import msgspec
 import pytest
 from a2a.types.a2a_pb2 import StreamResponse, SubscribeToTaskRequest, TaskState
 
-from tests.conftest import Client, FakeAgent, register, token
-from tests.support.facade_clients import (
-    rpc,
-    sdk_client,
-    send_all,
-    user_message,
-    v03_message,
-    v10_message,
-)
+from tests.support.client import Client, register, token
+from tests.support.facade_clients import rpc, sdk_client, send_all, user_message
+from tests.support.fakes import FakeAgent
+from tests.support.rpc import message_v03, message_v10
 from tests.support.sdk_agent import SdkAgent, run_sdk_agent
 from tests.support.sse_client import events
 
@@ -48,7 +43,7 @@ async def test_streamed_start_frames_carry_the_numeric_id_in_0_3_shape(
     client: Client, sdk: SdkAgent
 ) -> None:
     agent_id = await register(client, sdk.url, "1.0")
-    frames = await stream(client, agent_id, "message/stream", v03_message("weather?"), None, 11)
+    frames = await stream(client, agent_id, "message/stream", message_v03("weather?"), None, 11)
     assert frames and all(f["id"] == 11 and f["jsonrpc"] == "2.0" for f in frames)
     kinds = [f["result"]["kind"] for f in frames]
     assert kinds.count("task") == 1
@@ -62,11 +57,11 @@ async def test_streamed_follow_up_frames_are_1_0_shaped_for_a_1_0_client(
 ) -> None:
     agent_id = await register(client, sdk.url, "0.3")
     first = await stream(
-        client, agent_id, "SendStreamingMessage", v10_message("weather?"), "1.0", "s1"
+        client, agent_id, "SendStreamingMessage", message_v10("weather?"), "1.0", "s1"
     )
     task_id = next(f["result"]["task"]["id"] for f in first if "task" in f["result"])
     frames = await stream(
-        client, agent_id, "SendStreamingMessage", v10_message("Quito", task_id), "1.0", "s2"
+        client, agent_id, "SendStreamingMessage", message_v10("Quito", task_id), "1.0", "s2"
     )
     assert all(f["id"] == "s2" and "kind" not in f["result"] for f in frames)
     last = frames[-1]["result"]
@@ -78,7 +73,7 @@ async def test_streamed_follow_up_frames_are_1_0_shaped_for_a_1_0_client(
 
 async def test_stream_refused_before_it_starts_is_a_plain_json_rpc_error(client: Client) -> None:
     agent_id = await register(client, "http://127.0.0.1:9/", "1.0")
-    r = await rpc(client, agent_id, "message/stream", v03_message("hi", "no-such-task"), rpc_id=4)
+    r = await rpc(client, agent_id, "message/stream", message_v03("hi", "no-such-task"), rpc_id=4)
     assert (r.status, r.headers["content-type"]) == (200, "application/json")
     assert (r.json()["id"], r.json()["error"]["code"]) == (4, -32001)
 
@@ -86,7 +81,7 @@ async def test_stream_refused_before_it_starts_is_a_plain_json_rpc_error(client:
 async def test_stream_needs_the_invoke_permission(client: Client) -> None:
     agent_id = await register(client, "http://127.0.0.1:9/", "1.0", visibility="public")
     r = await rpc(
-        client, agent_id, "message/stream", v03_message("hi"), bearer=token(perms=["a2a.read"])
+        client, agent_id, "message/stream", message_v03("hi"), bearer=token(perms=["a2a.read"])
     )
     assert r.status == 403
 
@@ -154,10 +149,10 @@ async def test_raw_0_3_stream_has_one_task_frame_and_final_on_its_last_status(
     client: Client, streaming_sdk: SdkAgent, agent_version: str
 ) -> None:
     agent_id = await register(client, streaming_sdk.url, agent_version, capabilities=STREAMING)
-    first = await stream(client, agent_id, "message/stream", v03_message("weather?"), None, 21)
+    first = await stream(client, agent_id, "message/stream", message_v03("weather?"), None, 21)
     task_id = first[0]["result"]["id"]
     follow = await stream(
-        client, agent_id, "message/stream", v03_message("Bern", task_id), None, 22
+        client, agent_id, "message/stream", message_v03("Bern", task_id), None, 22
     )
     for frames, rpc_id in ((first, 21), (follow, 22)):
         assert all(f["id"] == rpc_id for f in frames)
@@ -176,7 +171,7 @@ async def test_raw_1_0_stream_frames_are_wrapped_and_carry_no_final(
 ) -> None:
     agent_id = await register(client, streaming_sdk.url, "0.3", capabilities=STREAMING)
     frames = await stream(
-        client, agent_id, "SendStreamingMessage", v10_message("weather?"), "1.0", 5
+        client, agent_id, "SendStreamingMessage", message_v10("weather?"), "1.0", 5
     )
     members = [next(iter(f["result"])) for f in frames]
     assert set(members) <= {"task", "message", "statusUpdate", "artifactUpdate"}
@@ -233,7 +228,7 @@ async def test_subscription_stays_open_through_an_interrupted_state(
 
     fake: FakeAgent = await fake_agent(agent)
     agent_id = await register(client, fake.url, "1.0")
-    await rpc(client, agent_id, "SendMessage", v10_message("go"), version="1.0")
+    await rpc(client, agent_id, "SendMessage", message_v10("go"), version="1.0")
 
     url = f"{client.base}/a2a/{agent_id}"
     body = {"jsonrpc": "2.0", "id": 8, "method": "tasks/resubscribe", "params": {"id": "T"}}
@@ -262,7 +257,7 @@ async def test_subscribing_to_a_terminal_task_is_unsupported(
     client: Client, sdk: SdkAgent, method: str, version: str
 ) -> None:
     agent_id = await register(client, sdk.url, "1.0")
-    done = await rpc(client, agent_id, "SendMessage", v10_message("now"), version="1.0")
+    done = await rpc(client, agent_id, "SendMessage", message_v10("now"), version="1.0")
     task_id = done.json()["result"]["task"]["id"]
     r = await rpc(client, agent_id, method, {"id": task_id}, version=version, rpc_id=3)
     assert (r.status, r.headers["content-type"]) == (200, "application/json")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -18,11 +19,12 @@ from a2a_continue.app import ROUTES, create_app
 from a2a_continue.core import callers as auth
 from a2a_continue.obs.logs import REQUEST_LOGGER, JsonFormatter, TextFormatter
 from a2a_continue.settings import Settings
-from tests.conftest import Client, FakeAgent, Handler, token
-from tests.core.test_continuation import WeatherFake, register_fake, start
+from tests.support.agents import register_fake, start
+from tests.support.client import Client, token
+from tests.support.fakes import StartFake, WeatherFake
+from tests.support.processes import GatewayProcess
 from tests.support.servers import serve_asgi
 
-StartFake = Callable[[Handler], Awaitable[FakeAgent]]
 GENERATED = re.compile(r"[0-9a-f]{13,32}")
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 LINE_FIELDS = {"ts", "level", "logger", "pid", "request_id", "method", "route", "status"}
@@ -222,3 +224,25 @@ async def test_the_request_id_and_traceparent_are_sent_on_a_streamed_call(
     assert fake.received[-1]["method"] == "SendStreamingMessage"
     assert fake.headers[-1]["X-Request-ID"] == "stream-3"
     assert fake.headers[-1]["traceparent"] == TRACEPARENT
+
+
+async def test_query_strings_never_reach_the_log_of_a_served_gateway(
+    spawn_gateway: Callable[..., Awaitable[GatewayProcess]],
+) -> None:
+    served = await spawn_gateway()
+    base, log = served.url, served.log
+    bearer = {"Authorization": f"Bearer {token()}"}
+    async with aiohttp.ClientSession() as session:
+        for path, headers, status in [
+            ("/v1/a2a/agents?access_token=SECRET-ONE", bearer, 200),
+            ("/v1/a2a/agents?access_token=SECRET-TWO", {}, 401),
+            ("/nowhere?access_token=SECRET-THREE", bearer, 404),
+            ("/v1/a2a/agents?cursor=SECRET-FOUR", bearer, 422),
+            ("/healthz?access_token=SECRET-FIVE", {}, 200),
+        ]:
+            async with session.get(base + path, headers=headers) as r:
+                assert r.status == status, await r.read()
+    await asyncio.sleep(0.2)
+    written = log.read_text()
+    assert "serving on" in written
+    assert "SECRET" not in written

@@ -4,7 +4,7 @@ is problem+json; a refused request writes no row and no event and calls no agent
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
@@ -13,10 +13,10 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import Client, FakeAgent, Handler, Response, register
-from tests.support.hardening import Scripted, counts, task_v10
+from tests.support.client import Client, Response, register
+from tests.support.database import counts
+from tests.support.fakes import FakeAgent, Scripted, StartFake, task_v10
 
-StartFake = Callable[[Handler], Awaitable[FakeAgent]]
 T = TypeVar("T")
 EXAMPLES = 100
 

@@ -23,7 +23,7 @@ from a2a_continue.http.openapi import (
     openapi_path,
     problem_types,
 )
-from tests.conftest import Client
+from tests.support.client import Client
 
 JSON = dict[str, Any]
 README = Path(__file__).resolve().parents[2] / "README.md"

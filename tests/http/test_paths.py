@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -12,10 +11,8 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from a2a_continue.http.paths import routing_path
-from tests.conftest import Client, FakeAgent, Handler, Response, register
-from tests.support.hardening import Scripted, task_v10
-
-StartFake = Callable[[Handler], Awaitable[FakeAgent]]
+from tests.support.client import Client, Response, register
+from tests.support.fakes import Scripted, StartFake, task_v10
 
 ODD_IDS = {
     "slash": "runs/42",

@@ -21,7 +21,8 @@ from a2a_continue.app import create_app
 from a2a_continue.errors import Unauthorized
 from a2a_continue.http.tokens import TokenVerifier
 from a2a_continue.settings import Settings, SettingsError, load_settings
-from tests.conftest import JWT_SECRET, Client, dead_url
+from tests.support.client import JWT_SECRET, Client
+from tests.support.ports import dead_url
 from tests.support.servers import serve_aiohttp, serve_asgi
 
 JSON = dict[str, Any]

@@ -2,33 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 import asyncpg
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import Client, FakeAgent, Handler, dead_url, token
-from tests.core.test_continuation import WeatherFake, register, register_fake, start
+from tests.support.agents import register, register_fake, start
+from tests.support.client import Client, token
+from tests.support.fakes import StartFake, WeatherFake
+from tests.support.metrics import moved, scrape
+from tests.support.ports import dead_url
 
-StartFake = Callable[[Handler], Awaitable[FakeAgent]]
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 FOLLOW_UP_ROUTE = "/v1/a2a/{agent_id}/tasks/{task_id}/messages"
-
-
-async def scrape(client: Client) -> Samples:
-    r = await client.call("GET", "/metrics", bearer=token("prometheus", ["a2a.metrics"]))
-    assert r.status == 200, r.raw
-    samples: Samples = {}
-    for family in text_string_to_metric_families(r.raw.decode()):
-        for sample in family.samples:
-            samples[sample.name, frozenset(sample.labels.items())] = sample.value
-    return samples
-
-
-def moved(before: Samples, after: Samples, name: str, **labels: str) -> float:
-    key = (name, frozenset(labels.items()))
-    return after.get(key, 0.0) - before.get(key, 0.0)
 
 
 async def test_metrics_needs_the_metrics_permission(client: Client) -> None:

@@ -3,9 +3,7 @@ agent call are spans of the caller's trace, and the agent gets the agent call's 
 
 from __future__ import annotations
 
-import asyncio
 import signal
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +13,15 @@ import pytest
 from aiohttp import web
 
 from a2a_continue.obs.telemetry import request_id_of, traceparent_of
-from tests.conftest import Client, FakeAgent, Handler, register
-from tests.core.test_continuation import WeatherFake
-from tests.ops.test_serving import serve_env, served, wait_exit
+from tests.support.client import Client, register
+from tests.support.fakes import StartFake, WeatherFake
+from tests.support.ports import free_port
+from tests.support.processes import gateway_env, serve_process, wait_exit
 from tests.support.servers import serve_aiohttp
-from tests.test_cli import free_port
+from tests.support.waiting import eventually
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
-StartFake = Callable[[Handler], Awaitable[FakeAgent]]
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{TRACE}-00f067aa0ba902b7-01"
 
@@ -68,11 +66,12 @@ async def test_spans_of_the_request_its_statements_and_its_agent_call_join_the_c
     collector.router.add_post("/v1/traces", traces)
     fake = await fake_agent(WeatherFake("1.0"))
     async with serve_aiohttp(collector) as otlp:
-        env = serve_env(database_url, free_port(), OTEL_EXPORTER_OTLP_ENDPOINT=otlp)
+        env = gateway_env(database_url, OTEL_EXPORTER_OTLP_ENDPOINT=otlp)
         async with (
-            served(env, tmp_path / "serve.log") as (process, base),
+            serve_process(env, tmp_path / "serve.log", free_port()) as served,
             aiohttp.ClientSession() as session,
         ):
+            process, base = served.process, served.url
             client = Client(base, session)
             agent_id = await register(client, fake.url)
             headers = {"traceparent": TRACEPARENT}
@@ -83,10 +82,10 @@ async def test_spans_of_the_request_its_statements_and_its_agent_call_join_the_c
             sent = fake.headers[-1]["traceparent"]
             process.send_signal(signal.SIGTERM)
             assert await wait_exit(process) == 0
-        for _ in range(100):  # the last batch may still be on its way
-            if any(span.name == "a2a SendMessage" for span in exported):
-                break
-            await asyncio.sleep(0.05)
+        # The last batch may still be on its way.
+        await eventually(
+            lambda: any(span.name == "a2a SendMessage" for span in exported), "the agent's span"
+        )
 
     version, trace_id, parent_id, _ = sent.split("-")
     assert (version, trace_id) == ("00", TRACE)

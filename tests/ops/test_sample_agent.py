@@ -1,7 +1,11 @@
-"""The demo's sample agent answers A2A 0.3 and 1.0 JSON-RPC on one endpoint."""
+"""The sample agent: A2A 0.3 and 1.0 JSON-RPC on one endpoint, and ``a2a-continue sample-agent``
+serving its card."""
 
 from __future__ import annotations
 
+import json
+import os
+import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -11,7 +15,9 @@ import pytest
 from a2a_continue.a2a.agent_stream import stream_rpc
 from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.core.updates import parse_frame
-from a2a_continue.ops.sample_agent import start_sample_agent
+from a2a_continue.ops.sample_agent import sample_card, start_sample_agent
+from tests.support.ports import busy_port, free_port
+from tests.support.processes import clean_env, run_cli, sample_agent_process
 from tests.support.rpc import message_v03, message_v10, rpc
 
 JSON = dict[str, Any]
@@ -26,22 +32,16 @@ async def agent_url() -> AsyncIterator[str]:
         await runner.cleanup()
 
 
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
 async def test_v10_task_asks_for_city_then_completes_with_forecast(
-    http: aiohttp.ClientSession, agent_url: str
+    session: aiohttp.ClientSession, agent_url: str
 ) -> None:
-    started = await rpc(http, agent_url, "SendMessage", message_v10("weather?"))
+    started = await rpc(session, agent_url, "SendMessage", message_v10("weather?"))
     task = started["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     assert task["status"]["message"]["role"] == "ROLE_AGENT"
     assert task["status"]["message"]["parts"] == [{"text": "Which city?"}]
 
-    done = await rpc(http, agent_url, "SendMessage", message_v10("Paris", task["id"]))
+    done = await rpc(session, agent_url, "SendMessage", message_v10("Paris", task["id"]))
     task = done["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert task["artifacts"][0]["name"] == "forecast"
@@ -49,47 +49,47 @@ async def test_v10_task_asks_for_city_then_completes_with_forecast(
 
 
 async def test_v03_task_asks_for_city_then_completes_with_forecast(
-    http: aiohttp.ClientSession, agent_url: str
+    session: aiohttp.ClientSession, agent_url: str
 ) -> None:
-    started = await rpc(http, agent_url, "message/send", message_v03("weather?"))
+    started = await rpc(session, agent_url, "message/send", message_v03("weather?"))
     task = started["result"]
     assert task["kind"] == "task"
     assert task["status"]["state"] == "input-required"
     assert task["status"]["message"]["role"] == "agent"
 
-    done = await rpc(http, agent_url, "message/send", message_v03("Rome", task["id"]))
+    done = await rpc(session, agent_url, "message/send", message_v03("Rome", task["id"]))
     task = done["result"]
     assert task["status"]["state"] == "completed"
     assert task["artifacts"][0]["parts"] == [{"kind": "text", "text": "Sunny in Rome"}]
 
 
 async def test_cancel_of_terminal_task_is_refused_in_both_versions(
-    http: aiohttp.ClientSession, agent_url: str
+    session: aiohttp.ClientSession, agent_url: str
 ) -> None:
-    started = await rpc(http, agent_url, "SendMessage", message_v10("weather?"))
+    started = await rpc(session, agent_url, "SendMessage", message_v10("weather?"))
     task_id = started["result"]["task"]["id"]
-    canceled = await rpc(http, agent_url, "CancelTask", {"id": task_id})
+    canceled = await rpc(session, agent_url, "CancelTask", {"id": task_id})
     assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
 
     for method in ("CancelTask", "tasks/cancel"):
-        refused = await rpc(http, agent_url, method, {"id": task_id})
+        refused = await rpc(session, agent_url, method, {"id": task_id})
         assert refused["error"]["code"] == -32002
 
 
 async def test_message_to_terminal_task_uses_each_versions_error_code(
-    http: aiohttp.ClientSession, agent_url: str
+    session: aiohttp.ClientSession, agent_url: str
 ) -> None:
-    started = await rpc(http, agent_url, "SendMessage", message_v10("weather?"))
+    started = await rpc(session, agent_url, "SendMessage", message_v10("weather?"))
     task_id = started["result"]["task"]["id"]
-    await rpc(http, agent_url, "SendMessage", message_v10("Oslo", task_id))
+    await rpc(session, agent_url, "SendMessage", message_v10("Oslo", task_id))
 
-    v10 = await rpc(http, agent_url, "SendMessage", message_v10("again", task_id))
-    v03 = await rpc(http, agent_url, "message/send", message_v03("again", task_id))
+    v10 = await rpc(session, agent_url, "SendMessage", message_v10("again", task_id))
+    v03 = await rpc(session, agent_url, "message/send", message_v03("again", task_id))
     assert (v10["error"]["code"], v03["error"]["code"]) == (-32004, -32602)
 
 
 async def test_unknown_task_is_not_found_in_both_versions(
-    http: aiohttp.ClientSession, agent_url: str
+    session: aiohttp.ClientSession, agent_url: str
 ) -> None:
     for method, params in [
         ("SendMessage", message_v10("Paris", "no-such-task")),
@@ -97,26 +97,26 @@ async def test_unknown_task_is_not_found_in_both_versions(
         ("CancelTask", {"id": "no-such-task"}),
         ("tasks/cancel", {"id": "no-such-task"}),
     ]:
-        answer = await rpc(http, agent_url, method, params)
+        answer = await rpc(session, agent_url, method, params)
         assert answer["error"] == {"code": -32001, "message": "Task not found"}
 
 
 async def test_malformed_requests_get_json_rpc_errors(
-    http: aiohttp.ClientSession, agent_url: str
+    session: aiohttp.ClientSession, agent_url: str
 ) -> None:
-    async with http.post(agent_url, data=b"{not json") as response:
+    async with session.post(agent_url, data=b"{not json") as response:
         assert (await response.json())["error"]["code"] == -32700
-    assert (await rpc(http, agent_url, "tasks/get", {"id": "x"}))["error"]["code"] == -32601
+    assert (await rpc(session, agent_url, "tasks/get", {"id": "x"}))["error"]["code"] == -32601
     body = {"jsonrpc": "2.0", "id": "req-1", "method": "SendMessage"}
-    async with http.post(agent_url, json=body) as response:
+    async with session.post(agent_url, json=body) as response:
         assert (await response.json())["error"]["code"] == -32602
 
 
-async def _stream(http: aiohttp.ClientSession, url: str, method: str, params: JSON) -> list[Any]:
+async def _stream(session: aiohttp.ClientSession, url: str, method: str, params: JSON) -> list[Any]:
     version = "0.3" if "/" in method else "1.0"
     target = AgentTarget(endpoint_url=url, protocol_version=version, timeout_s=5)
     payload = {"jsonrpc": "2.0", "id": "s1", "method": method, "params": params}
-    return [parse_frame(f.body) async for f in stream_rpc(http, target, payload, 1 << 20)]
+    return [parse_frame(f.body) async for f in stream_rpc(session, target, payload, 1 << 20)]
 
 
 @pytest.mark.parametrize(
@@ -124,15 +124,15 @@ async def _stream(http: aiohttp.ClientSession, url: str, method: str, params: JS
     [("SendStreamingMessage", message_v10), ("message/stream", message_v03)],
 )
 async def test_a_streamed_task_asks_for_a_city_then_streams_the_forecast_in_chunks(
-    http: aiohttp.ClientSession, agent_url: str, method: str, message: Any
+    session: aiohttp.ClientSession, agent_url: str, method: str, message: Any
 ) -> None:
-    first = await _stream(http, agent_url, method, message("weather?"))
+    first = await _stream(session, agent_url, method, message("weather?"))
     assert [(u.kind, u.state) for u in first] == [
         ("task", "working"),
         ("status-update", "input-required"),
     ]
     task_id = first[0].task_id
-    second = await _stream(http, agent_url, method, message("Oslo", task_id))
+    second = await _stream(session, agent_url, method, message("Oslo", task_id))
     assert [(u.kind, u.state) for u in second] == [
         ("status-update", "working"),
         ("artifact-update", None),
@@ -142,3 +142,94 @@ async def test_a_streamed_task_asks_for_a_city_then_streams_the_forecast_in_chun
     chunks = [(c.append, c.artifact["parts"][0]["text"]) for u in second for c in u.artifacts]
     assert chunks == [(False, "Sunny"), (True, " in Oslo")]
     assert second[-1].final is (method == "message/stream")
+
+
+# ---- ``a2a-continue sample-agent``: the sample agent as a command, serving its card ------
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        assert answer.headers["Content-Type"].startswith("application/json")
+        return json.loads(answer.read())
+
+
+def post_json(url: str, body: Any, version: str) -> Any:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "A2A-Version": version},
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def test_sample_agent_serves_a_1_0_card_naming_its_json_rpc_endpoint() -> None:
+    port = free_port()
+    with sample_agent_process("--port", str(port)) as (_, endpoint):
+        assert endpoint == f"http://127.0.0.1:{port}/"
+        card = get_json(f"http://127.0.0.1:{port}/.well-known/agent-card.json")
+        assert card["supportedInterfaces"][0] == {
+            "url": endpoint,
+            "protocolBinding": "JSONRPC",
+            "protocolVersion": "1.0",
+        }
+        assert card["capabilities"] == {"streaming": True, "pushNotifications": False}
+        assert "url" not in card
+        message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "weather?"}]}
+        rpc = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+        answer = post_json(card["supportedInterfaces"][0]["url"], rpc, "1.0")
+        assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+
+def test_sample_agent_protocol_0_3_serves_a_0_3_card() -> None:
+    port = free_port()
+    with sample_agent_process("--port", str(port), "--protocol", "0.3") as (_, endpoint):
+        card = get_json(f"http://127.0.0.1:{port}/.well-known/agent-card.json")
+        assert card["url"] == endpoint
+        assert card["preferredTransport"] == "JSONRPC"
+        assert card["protocolVersion"] == "0.3.0"
+        assert card["capabilities"]["streaming"] is True
+        assert "supportedInterfaces" not in card
+        message = {
+            "kind": "message",
+            "messageId": "m1",
+            "role": "user",
+            "parts": [{"kind": "text", "text": "weather?"}],
+        }
+        rpc = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+        assert post_json(card["url"], rpc, "0.3")["result"]["status"]["state"] == "input-required"
+
+
+def test_sample_agent_card_names_the_host_the_caller_used() -> None:
+    port = free_port()
+    with sample_agent_process("--port", str(port)):
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/.well-known/agent-card.json",
+            headers={"Host": f"sample-agent:{port}"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            card = json.loads(answer.read())
+    assert card["supportedInterfaces"][0]["url"] == f"http://sample-agent:{port}/"
+
+
+def test_sample_agent_on_a_busy_port_says_so_in_one_line_and_exits_non_zero() -> None:
+    with busy_port() as port:
+        done = run_cli("sample-agent", "--port", str(port), env=clean_env())
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        f"sample agent: cannot listen on 127.0.0.1:{port}: {os.strerror(98)}"
+    ]
+
+
+def test_sample_agent_refuses_an_unknown_protocol() -> None:
+    done = run_cli("sample-agent", "--protocol", "2.0", env=clean_env())
+    assert done.returncode == 2
+    assert "invalid choice" in done.stderr
+
+
+@pytest.mark.parametrize("protocol", ["1.0", "0.3"])
+def test_sample_card_advertises_streaming_and_no_push(protocol: str) -> None:
+    card = sample_card("http://agent/", protocol)
+    assert card["capabilities"] == {"streaming": True, "pushNotifications": False}
+    assert card["skills"][0]["id"] == "forecast"

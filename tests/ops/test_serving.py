@@ -3,85 +3,29 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import asyncpg
 import msgspec
-import pytest
 
 from a2a_continue.core.callers import mint_token
-from a2a_continue.runtime.secrets import new_key
-from tests.conftest import JWT_SECRET, Client, FakeAgent, Handler, register
-from tests.test_cli import free_port
-
-CLI = (sys.executable, "-m", "a2a_continue")
-StartFake = Callable[[Handler], Any]
-
-
-def serve_env(database_url: str, port: int, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("A2AC_", "PROMETHEUS_"))}
-    env.update(
-        A2AC_DATABASE_URL=database_url,
-        A2AC_JWT_SECRET=JWT_SECRET,
-        A2AC_ENCRYPTION_KEY=new_key(),
-        A2AC_PORT=str(port),
-        A2AC_LOG_FORMAT="json",
-        **extra,
-    )
-    return env
-
-
-def spawn(env: dict[str, str], log: Path, *args: str) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen((*CLI, "serve", *args), env=env, stdout=out, stderr=out)
+from tests.support.client import JWT_SECRET, Client, register
+from tests.support.fakes import FakeAgent, StartFake
+from tests.support.ports import free_port
+from tests.support.processes import gateway_env, serve_process, wait_exit
+from tests.support.waiting import eventually
 
 
 def text_of(log: Path) -> str:
     return log.read_text()
 
 
-async def logged(log: Path, text: str) -> None:
-    """Wait until the serve log shows ``text``."""
-    for _ in range(1200):
-        if text in text_of(log):
-            return
-        await asyncio.sleep(0.05)
-    pytest.fail(f"the log never showed {text!r}")
-
-
-@asynccontextmanager
-async def served(
-    env: dict[str, str], log: Path, *args: str
-) -> AsyncIterator[tuple[subprocess.Popen[bytes], str]]:
-    """Run `serve` until the block ends (killed if still running); yield it and its URL."""
-    base = f"http://127.0.0.1:{env['A2AC_PORT']}"
-    process = spawn(env, log, *args)
-    try:
-        async with aiohttp.ClientSession() as session:
-            for _ in range(600):
-                assert process.poll() is None, text_of(log)
-                try:
-                    async with session.get(base + "/readyz") as r:
-                        if r.status == 200:
-                            break
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.1)
-            else:
-                pytest.fail("serve did not become ready")
-        yield process, base
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait()
+def serve_env(database_url: str, **extra: str) -> dict[str, str]:
+    """The environment of a served gateway whose log lines are JSON, for the test to read."""
+    return gateway_env(database_url, A2AC_LOG_FORMAT="json", **extra)
 
 
 def request_lines(log: Path) -> list[dict[str, Any]]:
@@ -89,10 +33,6 @@ def request_lines(log: Path) -> list[dict[str, Any]]:
         msgspec.json.decode(line) for line in log.read_bytes().splitlines() if line[:1] == b"{"
     ]
     return [line for line in lines if line.get("logger") == "a2a_continue.request"]
-
-
-async def wait_exit(process: subprocess.Popen[bytes]) -> int:
-    return await asyncio.to_thread(process.wait, 60)
 
 
 def input_required(task_id: str) -> dict[str, Any]:
@@ -104,8 +44,9 @@ async def test_two_workers_both_answer_on_one_port_and_metrics_cover_both(
     database_url: str, db: asyncpg.Connection, tmp_path: Path
 ) -> None:
     log = tmp_path / "serve.log"
-    env = serve_env(database_url, free_port(), A2AC_WORKERS="2")
-    async with served(env, log) as (process, base):
+    env = serve_env(database_url, A2AC_WORKERS="2")
+    async with serve_process(env, log, free_port()) as served:
+        process, base = served.process, served.url
         pids: set[int] = set()
         sent = 1  # the readiness probe
         connector = aiohttp.TCPConnector(force_close=True)
@@ -158,9 +99,10 @@ async def test_sigterm_lets_an_in_flight_follow_up_finish_with_200_and_releases_
     agent: FakeAgent = await fake_agent(agent_handler)
     log = tmp_path / "serve.log"
     async with (
-        served(serve_env(database_url, free_port()), log) as (process, base),
+        serve_process(serve_env(database_url), log, free_port()) as served,
         aiohttp.ClientSession() as session,
     ):
+        process, base = served.process, served.url
         client = Client(base, session)
         agent_id = await register(client, agent.url)
         assert (
@@ -171,7 +113,7 @@ async def test_sigterm_lets_an_in_flight_follow_up_finish_with_200_and_releases_
         await arrived.wait()
 
         process.send_signal(signal.SIGTERM)
-        await logged(log, "Shutting down")
+        await eventually(lambda: "Shutting down" in text_of(log), "the log shows Shutting down")
         answer.set()
         r = await follow_up
         assert r.status == 200, r.raw
@@ -197,8 +139,12 @@ async def test_sigterm_past_the_drain_time_cancels_the_follow_up_and_releases_it
 
     agent = await fake_agent(agent_handler)
     log = tmp_path / "serve.log"
-    env = serve_env(database_url, free_port(), A2AC_DRAIN_S="1", A2AC_AGENT_TIMEOUT_S="600")
-    async with served(env, log) as (process, base), aiohttp.ClientSession() as session:
+    env = serve_env(database_url, A2AC_DRAIN_S="1", A2AC_AGENT_TIMEOUT_S="600")
+    async with (
+        serve_process(env, log, free_port()) as served,
+        aiohttp.ClientSession() as session,
+    ):
+        process, base = served.process, served.url
         client = Client(base, session)
         agent_id = await register(client, agent.url)
         await client.call("POST", f"/v1/a2a/{agent_id}/messages", {"text": "hi"})

@@ -7,9 +7,7 @@ import base64
 import os
 import re
 import signal
-import socket
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,25 +15,25 @@ from pathlib import Path
 import pytest
 
 from a2a_continue.ops.startup import database_name, write_admin_token
-from tests.conftest import _with_database
-from tests.test_cli import CLI, clean_env, free_port, ready, run_cli
+from tests.support.database import with_database
+from tests.support.ports import busy_port, free_port
+from tests.support.processes import clean_env, run_cli, start_serve, wait_ready
 
 SECRET = "startup-test-secret-" + "s" * 32
 KEY = base64.b64encode(os.urandom(32)).decode()
 
 
-def with_database(url: str, **extra: str) -> dict[str, str]:
+def database_env(url: str, **extra: str) -> dict[str, str]:
     return clean_env(
         A2AC_DATABASE_URL=url, A2AC_JWT_SECRET=SECRET, A2AC_ENCRYPTION_KEY=KEY, **extra
     )
 
 
 @pytest.fixture
-def busy_port() -> Iterator[int]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen()
-        yield sock.getsockname()[1]
+def busy() -> Iterator[int]:
+    """A local port something listens on during the test."""
+    with busy_port() as port:
+        yield port
 
 
 def dead_port() -> int:
@@ -43,14 +41,14 @@ def dead_port() -> int:
 
 
 def test_serve_on_a_busy_port_says_so_in_one_line_before_any_token(
-    tmp_path: Path, busy_port: int
+    tmp_path: Path, busy: int
 ) -> None:
     env = clean_env(A2AC_DATA_DIR=str(tmp_path))
-    done = run_cli("serve", "--port", str(busy_port), env=env)
+    done = run_cli("serve", "--port", str(busy), env=env)
     assert done.returncode == 1
     assert done.stdout == ""
     assert done.stderr.splitlines() == [
-        f"cannot listen on 127.0.0.1:{busy_port}: Address already in use"
+        f"cannot listen on 127.0.0.1:{busy}: Address already in use"
     ]
     assert not (tmp_path / "admin-token").exists()
     assert not (tmp_path / "pgdata").exists()  # refused before the embedded database started
@@ -59,7 +57,7 @@ def test_serve_on_a_busy_port_says_so_in_one_line_before_any_token(
 def test_serve_with_an_unreachable_database_says_so_in_one_line(tmp_path: Path) -> None:
     port = dead_port()
     url = f"postgresql://gw:hunter2@127.0.0.1:{port}/gw"
-    done = run_cli("serve", "--port", str(free_port()), env=with_database(url))
+    done = run_cli("serve", "--port", str(free_port()), env=database_env(url))
     assert done.returncode == 1
     assert done.stdout == ""
     assert done.stderr.splitlines() == [
@@ -70,8 +68,8 @@ def test_serve_with_an_unreachable_database_says_so_in_one_line(tmp_path: Path) 
 
 
 def test_serve_with_a_missing_database_says_so_in_one_line(server_url: str) -> None:
-    url = _with_database(server_url, "no_such_database_a2ac")
-    done = run_cli("serve", "--port", str(free_port()), env=with_database(url))
+    url = with_database(server_url, "no_such_database_a2ac")
+    done = run_cli("serve", "--port", str(free_port()), env=database_env(url))
     assert done.returncode == 1
     assert done.stdout == ""
     (line,) = done.stderr.splitlines()
@@ -81,14 +79,14 @@ def test_serve_with_a_missing_database_says_so_in_one_line(server_url: str) -> N
 
 def test_migrate_with_an_unreachable_database_says_so_in_one_line() -> None:
     port = dead_port()
-    done = run_cli("migrate", env=with_database(f"postgresql://gw@127.0.0.1:{port}/gw"))
+    done = run_cli("migrate", env=database_env(f"postgresql://gw@127.0.0.1:{port}/gw"))
     assert done.returncode == 1
     assert len(done.stderr.splitlines()) == 1
     assert done.stderr.startswith(f"cannot reach the database at 127.0.0.1:{port}/gw")
 
 
 def test_serve_with_a_database_url_that_is_not_one_says_so_in_one_line() -> None:
-    done = run_cli("serve", env=with_database("postgresql://gw@127.0.0.1:notaport/gw"))
+    done = run_cli("serve", env=database_env("postgresql://gw@127.0.0.1:notaport/gw"))
     assert done.returncode == 1
     assert len(done.stderr.splitlines()) == 1
     assert done.stderr.startswith("the database URL is not usable: ")
@@ -99,19 +97,11 @@ def test_embedded_serve_puts_the_admin_token_in_a_0600_file_not_in_its_output(
 ) -> None:
     port = free_port()
     env = clean_env(A2AC_DATA_DIR=str(tmp_path))
-    with subprocess.Popen(
-        (*CLI, "serve", "--port", str(port)),
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    with start_serve(
+        env, port, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as process:
         try:
-            deadline = time.monotonic() + 90
-            while not ready(port):
-                assert process.poll() is None, "serve exited early"
-                assert time.monotonic() < deadline, "serve did not become ready"
-                time.sleep(0.1)
+            wait_ready(port, process)
             token_file = tmp_path / "admin-token"
             token = token_file.read_text().strip()
             assert token_file.stat().st_mode & 0o777 == 0o600
@@ -141,7 +131,7 @@ def test_the_admin_token_file_is_made_private_even_if_it_was_not(tmp_path: Path)
 
 @pytest.mark.parametrize("ttl", ["-5", "0", "nan", "inf", "soon"])
 def test_token_refuses_a_ttl_that_is_not_a_positive_number(ttl: str) -> None:
-    done = run_cli("token", "--sub", "a@example.com", "--ttl", ttl, env=with_database("x"))
+    done = run_cli("token", "--sub", "a@example.com", "--ttl", ttl, env=database_env("x"))
     assert done.returncode == 2
     assert done.stdout == ""
     assert "--ttl" in done.stderr

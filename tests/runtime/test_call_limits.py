@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -13,11 +12,10 @@ from aiohttp import web
 
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings
-from tests.conftest import Client, FakeAgent, Handler, register
-from tests.support.hardening import JSON, rpc_result, task_v10
+from tests.support.client import Client, register
+from tests.support.fakes import JSON, StartFake, rpc_result, task_v10
 from tests.support.servers import serve_asgi
-
-StartFake = Callable[[Handler], Awaitable[FakeAgent]]
+from tests.support.waiting import eventually
 
 
 class Gate:
@@ -49,10 +47,7 @@ async def test_calls_past_an_agents_limit_are_503_at_once_while_other_agents_ans
             asyncio.create_task(client.call("POST", f"/v1/a2a/{hung}/messages", {"text": "hold"}))
             for _ in range(2)
         ]
-        for _ in range(500):
-            if gate.held == 2:
-                break
-            await asyncio.sleep(0.02)
+        await eventually(lambda: gate.held == 2, "both calls held by the agent")
 
         busy = await asyncio.wait_for(
             client.call("POST", f"/v1/a2a/{hung}/messages", {"text": "hi"}), 10
@@ -92,10 +87,7 @@ async def test_a_hundred_hung_calls_to_one_agent_do_not_queue_another_agent_on_i
             asyncio.create_task(client.call("POST", f"/v1/a2a/{hung}/messages", {"text": "hold"}))
             for _ in range(120)
         ]
-        for _ in range(500):
-            if gate.held == 120:
-                break
-            await asyncio.sleep(0.02)
+        await eventually(lambda: gate.held == 120, "every call held by the agent")
         assert gate.held == 120
 
         fine = await asyncio.wait_for(

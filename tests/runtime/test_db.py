@@ -1,4 +1,4 @@
-"""Migrations and the constraints of the schema."""
+"""The pool and migrations: the constraints of the schema, and connections held in turn."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import asyncpg
 import pytest
 
 from a2a_continue.a2a.protocol import CANONICAL_STATES
-from a2a_continue.runtime.db import migrate_url, migration_files
-from tests.conftest import _create_database, _drop_database, _with_database
+from a2a_continue.runtime.db import HeldConnections, create_pool, migrate_url, migration_files
+from tests.support.database import create_database, drop_database, insert_agent, with_database
 
 # The schema must accept exactly the states the product speaks.
 STATES = CANONICAL_STATES
@@ -22,11 +22,11 @@ STATES = CANONICAL_STATES
 async def fresh_url(server_url: str) -> AsyncIterator[str]:
     """An empty database (no migrations) on the test server, dropped afterwards."""
     name = f"a2ac_fresh_{uuid.uuid4().hex[:12]}"
-    await _create_database(server_url, name)
+    await create_database(server_url, name)
     try:
-        yield _with_database(server_url, name)
+        yield with_database(server_url, name)
     finally:
-        await _drop_database(server_url, name)
+        await drop_database(server_url, name)
 
 
 async def recorded(url: str) -> list[str]:
@@ -36,22 +36,6 @@ async def recorded(url: str) -> list[str]:
         return [r["version"] for r in rows]
     finally:
         await conn.close()
-
-
-async def insert_agent(db: asyncpg.Connection, **changes: Any) -> uuid.UUID:
-    values: dict[str, Any] = {
-        "id": uuid.uuid4(),
-        "name": "a",
-        "endpoint_url": "http://127.0.0.1:9/",
-        "protocol_version": "1.0",
-        "owner": "alice@example.com",
-        **changes,
-    }
-    columns = ", ".join(values)
-    params = ", ".join(f"${i}" for i in range(1, len(values) + 1))
-    await db.execute(f"INSERT INTO a2a_agents ({columns}) VALUES ({params})", *values.values())
-    agent_id: uuid.UUID = values["id"]
-    return agent_id
 
 
 async def insert_task(
@@ -217,3 +201,60 @@ async def test_deleting_an_agent_cascades_to_tasks_and_events(db: asyncpg.Connec
     assert await db.fetchval("SELECT count(*) FROM a2a_tasks WHERE agent_id = $1", agent) == 0
     assert await db.fetchval("SELECT count(*) FROM a2a_tasks") == 1
     assert await db.fetchval("SELECT count(*) FROM a2a_task_events") == 2
+
+
+# ---- held connections: more callers than connections all get one; a failed turn goes back ----
+
+
+async def test_more_callers_than_connections_are_all_served_in_turn(database_url: str) -> None:
+    pool = await create_pool(database_url, 2)
+    held = HeldConnections(pool, 2)
+
+    async def turn(n: int) -> int:
+        conn = await held.acquire()
+        try:
+            value: int = await conn.fetchval("SELECT $1::int FROM pg_sleep(0.01)", n)
+            return value
+        finally:
+            await held.release(conn, clean=True)
+
+    try:
+        assert await asyncio.gather(*(turn(n) for n in range(12))) == list(range(12))
+        assert held.out <= 2
+        assert pool.get_size() <= 2
+    finally:
+        await held.close()
+        await pool.close()
+
+
+async def test_a_connection_whose_turn_failed_goes_back_to_the_pool(database_url: str) -> None:
+    pool = await create_pool(database_url, 2)
+    held = HeldConnections(pool, 2)
+    try:
+        conn = await held.acquire()
+        with pytest.raises(asyncpg.PostgresSyntaxError):
+            await conn.execute("SELEC 1")
+        await held.release(conn, clean=False)
+        assert (held.idle, held.out) == ([], 0)
+        conn = await held.acquire()
+        await held.release(conn, clean=True)
+        assert (held.idle, held.out) == ([conn], 1)
+    finally:
+        await held.close()
+        await pool.close()
+
+
+async def test_a_waiter_that_gives_up_leaves_the_connection_to_the_next(database_url: str) -> None:
+    pool = await create_pool(database_url, 1)
+    held = HeldConnections(pool, 1)
+    try:
+        first = await held.acquire()
+        with pytest.raises(TimeoutError):
+            await held.acquire(wait_s=0.01)
+        await held.release(first, clean=True)
+        again = await held.acquire(wait_s=5)
+        assert again is first
+        await held.release(again, clean=True)
+    finally:
+        await held.close()
+        await pool.close()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 
 import aiohttp
 import asyncpg
@@ -16,11 +16,10 @@ from a2a_continue.runtime.db import create_pool
 from a2a_continue.runtime.gateway import Gateway
 from a2a_continue.runtime.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings
-from tests.conftest import Client, FakeAgent, Handler, Response, register
-from tests.support.hardening import JSON, Scripted, rpc_result
+from tests.support.client import Client, Response, register
+from tests.support.fakes import JSON, Scripted, StartFake, rpc_result
 from tests.support.servers import serve_asgi
 
-StartFake = Callable[[Handler], Awaitable[FakeAgent]]
 BOUND_S = 0.5
 
 

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
 from a2a_continue.runtime.hub import EVENTS_CHANNEL, Hub
-from tests.conftest import dead_url, with_application_name
+from tests.support.database import with_application_name
+from tests.support.ports import dead_url
+from tests.support.waiting import eventually
 
 
 async def test_a_notification_wakes_only_the_waiters_of_its_task() -> None:
@@ -32,14 +33,6 @@ async def test_a_waiter_re_arms_after_each_wake() -> None:
         waiter.wake()
         assert await waiter.wait(5)
         assert not await waiter.wait(0.05)
-
-
-async def until(condition: Callable[[], bool], within_s: float = 10) -> None:
-    """Wait (bounded) until the condition holds (the hub works in the background)."""
-    deadline = time.monotonic() + within_s
-    while not condition():
-        assert time.monotonic() < deadline, "the condition never held"
-        await asyncio.sleep(0.01)
 
 
 class Recording(Hub):
@@ -75,7 +68,7 @@ async def test_the_listener_wakes_waiters_on_a_notify_from_any_connection(
 ) -> None:
     task = uuid.uuid4()
     with hub.waiter(task) as waiter:
-        await until(lambda: hub.listening)
+        await eventually(lambda: hub.listening)
         await waiter.wait(0)  # the wake of listening starting
         await notify(db, task)
         assert await waiter.wait(10)
@@ -89,10 +82,10 @@ async def test_hub_does_not_listen_while_no_stream_waits(
     assert not hub.listening
     await notify(db, unheard)
     with hub.waiter(heard):
-        await until(lambda: hub.listening)
+        await eventually(lambda: hub.listening)
         await notify(db, heard)
         # Notifications arrive in commit order: had the first been delivered, it would be here.
-        await until(lambda: str(heard) in hub.received)
+        await eventually(lambda: str(heard) in hub.received)
     assert hub.received == [str(heard)]
 
 
@@ -101,7 +94,7 @@ async def test_hub_listens_while_a_stream_waits_and_wakes_it(
 ) -> None:
     task, other = uuid.uuid4(), uuid.uuid4()
     with hub.waiter(task) as waiter, hub.waiter(other) as bystander:
-        await until(lambda: hub.listening)
+        await eventually(lambda: hub.listening)
         await waiter.wait(0)
         await bystander.wait(0)
         await notify(db, task)
@@ -115,19 +108,19 @@ async def test_hub_stops_listening_when_the_last_waiter_leaves(
     first, second = uuid.uuid4(), uuid.uuid4()
     with hub.waiter(first):
         with hub.waiter(second) as waiter:
-            await until(lambda: hub.listening)
+            await eventually(lambda: hub.listening)
         # One waiter is left: still listening, still woken.
         await waiter.wait(0)
         await notify(db, first)
-        await until(lambda: str(first) in hub.received)
+        await eventually(lambda: str(first) in hub.received)
         assert hub.listening
-    await until(lambda: not hub.listening)
+    await eventually(lambda: not hub.listening)
     unheard = uuid.uuid4()
     await notify(db, unheard)
     with hub.waiter(second):
-        await until(lambda: hub.listening)
+        await eventually(lambda: hub.listening)
         await notify(db, second)
-        await until(lambda: str(second) in hub.received)
+        await eventually(lambda: str(second) in hub.received)
     assert hub.received == [str(first), str(second)]
 
 
@@ -135,9 +128,9 @@ async def test_hub_wakes_waiters_when_listening_starts(hub: Recording) -> None:
     task = uuid.uuid4()
     for _ in range(2):  # the first time, and again once re-enabled
         with hub.waiter(task) as waiter:
-            await until(lambda: hub.listening)
+            await eventually(lambda: hub.listening)
             assert await waiter.wait(10)
-        await until(lambda: not hub.listening)
+        await eventually(lambda: not hub.listening)
     assert hub.received == []
 
 
@@ -146,7 +139,7 @@ async def test_hub_listens_again_and_wakes_waiters_after_a_reconnect(
 ) -> None:
     task = uuid.uuid4()
     with hub.waiter(task) as waiter:
-        await until(lambda: hub.listening)
+        await eventually(lambda: hub.listening)
         assert await waiter.wait(10)
         await db.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
@@ -182,22 +175,22 @@ async def test_hub_listens_iff_a_stream_waits_whatever_the_churn(
         await turns(n)
         # ...another stays until the hub listens; the next arrives n turns after it left.
         with hub.waiter(task):
-            await until(lambda: hub.listening)
+            await eventually(lambda: hub.listening)
         await turns(n)
         with hub.waiter(task) as waiter:
-            await until(lambda: settled(hub))
+            await eventually(lambda: settled(hub))
             assert hub.listening
             await waiter.wait(0)  # the wake of listening starting, if it restarted
             await notify(db, task)
             assert await waiter.wait(10)
-        await until(lambda: settled(hub))
+        await eventually(lambda: settled(hub))
         assert not hub.listening
     unheard = uuid.uuid4()
     await notify(db, unheard)
     with hub.waiter(task):
-        await until(lambda: settled(hub))
+        await eventually(lambda: settled(hub))
         await notify(db, task)
-        await until(lambda: hub.received.count(str(task)) == 9)
+        await eventually(lambda: hub.received.count(str(task)) == 9)
     assert str(unheard) not in hub.received
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -15,8 +14,8 @@ from a2a_continue.core import leases
 from a2a_continue.core.tasks import append_event, record_outcome
 from a2a_continue.core.updates import STATUS, Update, record_update
 from a2a_continue.runtime.hub import Hub
-from tests.conftest import with_application_name
-from tests.runtime.test_db import insert_agent
+from tests.support.database import insert_agent, with_application_name
+from tests.support.waiting import eventually
 
 APP = "a2ac-interest-test"
 
@@ -44,14 +43,6 @@ async def interest(db: asyncpg.Connection, row_id: uuid.UUID, expires: str) -> N
 async def rows(db: asyncpg.Connection) -> set[tuple[uuid.UUID, uuid.UUID]]:
     """The interest rows: (task, process)."""
     return {(r["task"], r["process"]) for r in await db.fetch("SELECT * FROM a2a_stream_interest")}
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], within_s: float = 10) -> None:
-    """Wait (bounded) until the check holds (the hub works in the background)."""
-    deadline = time.monotonic() + within_s
-    while not await check():
-        assert time.monotonic() < deadline, "the condition never held"
-        await asyncio.sleep(0.02)
 
 
 async def write_with_every_writer(db: asyncpg.Connection, row_id: uuid.UUID) -> None:

@@ -12,7 +12,7 @@ from a2a.client import ClientConfig, ClientFactory
 from a2a.client.client import Client as SdkClient
 from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest, StreamResponse
 
-from tests.conftest import Client, Response, token
+from tests.support.client import Client, Response, token
 
 JSON = dict[str, Any]
 
@@ -84,24 +84,3 @@ async def rpc(
     headers = {"A2A-Version": version} if version else {}
     body = {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}
     return await client.call("POST", f"/a2a/{agent_id}", body, headers=headers, bearer=bearer)
-
-
-def v03_message(text: str, task_id: str | None = None) -> JSON:
-    """Params of a raw 0.3 send."""
-    message: JSON = {
-        "kind": "message",
-        "messageId": str(uuid.uuid4()),
-        "role": "user",
-        "parts": [{"kind": "text", "text": text}],
-    }
-    if task_id:
-        message["taskId"] = task_id
-    return {"message": message}
-
-
-def v10_message(text: str, task_id: str | None = None) -> JSON:
-    """Params of a raw 1.0 send."""
-    message: JSON = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
-    if task_id:
-        message["taskId"] = task_id
-    return {"message": message}

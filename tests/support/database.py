@@ -1,0 +1,64 @@
+"""The test databases: naming, creating and dropping them, and rows put in by hand."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+
+def with_database(url: str, name: str) -> str:
+    """``url`` pointing at database ``name`` on the same server."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + name))
+
+
+def with_application_name(url: str, name: str) -> str:
+    """``url`` whose connections show as ``name`` in pg_stat_activity (the URL may already
+    carry a query, e.g. the embedded server's socket directory)."""
+    return f"{url}{'&' if '?' in url else '?'}application_name={name}"
+
+
+async def create_database(url: str, name: str) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+
+
+async def drop_database(url: str, name: str) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+async def insert_agent(db: asyncpg.Connection, **changes: Any) -> uuid.UUID:
+    """Insert an agent row straight into the database; return its id."""
+    values: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "name": "a",
+        "endpoint_url": "http://127.0.0.1:9/",
+        "protocol_version": "1.0",
+        "owner": "alice@example.com",
+        **changes,
+    }
+    columns = ", ".join(values)
+    params = ", ".join(f"${i}" for i in range(1, len(values) + 1))
+    await db.execute(f"INSERT INTO a2a_agents ({columns}) VALUES ({params})", *values.values())
+    agent_id: uuid.UUID = values["id"]
+    return agent_id
+
+
+async def counts(db: asyncpg.Connection) -> tuple[int, int, int]:
+    """How many agents, tasks and events the database holds."""
+    row = await db.fetchrow(
+        "SELECT (SELECT count(*) FROM a2a_agents), (SELECT count(*) FROM a2a_tasks),"
+        " (SELECT count(*) FROM a2a_task_events)"
+    )
+    assert row is not None
+    return row[0], row[1], row[2]
