@@ -195,10 +195,12 @@ class FollowUp:
         )
         return send_payload(body, version, message, streaming=streaming)
 
-    async def failed(self, error: AppError) -> None:
-        """Log a call that did not get an answer (502/504) and release the claim."""
+    async def failed(self, error: AppError, *, counted: bool = True) -> None:
+        """Log a call that did not get an answer (502/504) and release the claim; ``counted``:
+        count the follow-up as failed too."""
         data = {"messageId": self.message_id, "reason": error.slug, "detail": error.detail}
-        metrics.followup("failed")
+        if counted:
+            metrics.followup("failed")
         try:
             async with self.gw.connection() as conn:
                 await record_outcome(

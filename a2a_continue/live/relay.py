@@ -18,10 +18,11 @@ from typing import Any
 
 import msgspec
 
+from a2a_continue import metrics
 from a2a_continue.a2a import protocol
-from a2a_continue.a2a.agent_stream import Frame, stream_rpc
+from a2a_continue.a2a.agent_stream import Frame
 from a2a_continue.a2a.downstream import AgentTarget
-from a2a_continue.a2a.outbound import Forwarded
+from a2a_continue.a2a.outbound import Forwarded, exchange_stream
 from a2a_continue.agents import streams
 from a2a_continue.auth import Caller
 from a2a_continue.continuation import FollowUp, begin_follow_up, send_follow_up
@@ -197,6 +198,7 @@ class FollowUpRecorder(Recorder):
             await super().frame(update)
             return
         self.frames += 1
+        metrics.followup("continued")
         data: dict[str, Any] = {"messageId": self.message_id}
         if update.error_code is not None:
             data["error"] = {"code": update.error_code}
@@ -219,7 +221,8 @@ class FollowUpRecorder(Recorder):
             log.exception("could not record the follow-up to task %s", self.row_id)
 
     async def failed(self, error: AppError) -> None:
-        await self.follow_up.failed(error)
+        # A follow-up counts once: one the agent already answered stays `continued`.
+        await self.follow_up.failed(error, counted=self.frames == 0)
 
     async def done(self) -> None:
         await self.follow_up.release()
@@ -245,14 +248,12 @@ async def _pump(
 ) -> None:
     """Read the agent's stream to its end (bounded), recording and relaying each frame."""
     failure: AppError | None = None
-    max_bytes = gw.settings.max_agent_response_bytes
     try:
         try:
+            # The call is counted outside the time limit, so that it sees the limit's TimeoutError.
             async with (
+                exchange_stream(gw, target, payload) as frames,
                 asyncio.timeout(gw.settings.stream_max_s),
-                contextlib.aclosing(
-                    stream_rpc(gw.session, target, payload, max_bytes, gw.settings.agent_networks)
-                ) as frames,
             ):
                 async for frame in frames:
                     update = _parse(frame)

@@ -22,8 +22,8 @@ from typing import Any
 
 from a2a_continue import metrics
 from a2a_continue.a2a import protocol
-from a2a_continue.a2a.agent_stream import stream_rpc
 from a2a_continue.a2a.downstream import AgentTarget
+from a2a_continue.a2a.outbound import exchange_stream
 from a2a_continue.agents import streams, target_of
 from a2a_continue.db import Record
 from a2a_continue.errors import (
@@ -254,13 +254,8 @@ class Watcher:
         payload = protocol.build_subscribe_request(
             target.protocol_version, protocol.new_rpc_id(), watch.task_id
         )
-        max_bytes = self.settings.max_agent_response_bytes
         try:
-            async with contextlib.aclosing(
-                stream_rpc(
-                    self.gw.session, target, payload, max_bytes, self.settings.agent_networks
-                )
-            ) as frames:
+            async with exchange_stream(self.gw, target, payload) as frames:
                 async for frame in frames:
                     update = parse_frame(frame.body)
                     if update.kind == ERROR:
