@@ -89,6 +89,15 @@ async def test_create_returns_201_with_the_agent(client: Client) -> None:
     assert stamp(agent["createdAt"]) == stamp(agent["updatedAt"])
 
 
+async def test_create_answers_with_the_location_of_the_new_agent(client: Client) -> None:
+    r = await client.call("POST", AGENTS, body(), bearer=alice)
+    assert r.status == 201, r.raw
+    assert r.headers["Location"] == f"{AGENTS}/{r.json()['id']}"
+    again = await client.call("GET", r.headers["Location"], bearer=alice)
+    assert again.status == 200, again.raw
+    assert again.json() == r.json()
+
+
 async def test_create_stores_the_agent(client: Client, db: asyncpg.Connection) -> None:
     agent = await create(client, visibility="team", teamId="red", protocolVersion="0.3")
     row = await db.fetchrow("SELECT * FROM a2a_agents WHERE id = $1", uuid.UUID(agent["id"]))
