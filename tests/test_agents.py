@@ -157,6 +157,15 @@ async def test_create_rejects_invalid_body_with_422(
     assert await db.fetchval("SELECT count(*) FROM a2a_agents") == 0
 
 
+@pytest.mark.parametrize("raw", [b"", b"  \n"], ids=["empty", "blank"])
+async def test_an_empty_body_is_422_saying_it_is_empty(client: Client, raw: bytes) -> None:
+    r = await client.call(
+        "POST", AGENTS, data=raw, bearer=alice, headers={"Content-Type": "application/json"}
+    )
+    assert_422(r, "$")
+    assert r.json()["errors"][0]["msg"] == "the request body is empty; expected a JSON object"
+
+
 async def test_create_rejects_missing_required_field_with_422(client: Client) -> None:
     incomplete = body()
     del incomplete["endpointUrl"]

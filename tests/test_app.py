@@ -15,7 +15,7 @@ from starlette.routing import Route
 from a2a_continue import auth
 from a2a_continue.app import ROUTES, create_app
 from a2a_continue.settings import Settings
-from tests.conftest import Client, Response, token
+from tests.conftest import Client, Response, register, token
 from tests.servers import serve_asgi
 
 PROBLEM = "application/problem+json"
@@ -121,6 +121,26 @@ async def test_errors_of_every_kind_are_problem_json(client: Client) -> None:
     ]
     for status, method, path, body, bearer in cases:
         assert_problem(await client.call(method, path, body, bearer=bearer), status)
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/v1/a2a/agents?limit=abc", "limit"),
+        ("/v1/a2a/{agent}/tasks?state=sleeping", "state"),
+        ("/v1/a2a/{agent}/tasks/T1?refresh=maybe", "refresh"),
+        ("/v1/a2a/{agent}/tasks/T1/events?after=two", "after"),
+    ],
+)
+async def test_a_bad_query_value_is_422_naming_the_query_parameter(
+    client: Client, path: str, name: str
+) -> None:
+    agent = await register(client, "http://127.0.0.1:9/")
+    body = assert_problem(await client.call("GET", path.format(agent=agent)), 422)
+    assert body["title"] == "Invalid query parameter"
+    assert body["type"] == "urn:a2a-continue:problem:invalid-query"
+    assert body["detail"].startswith(f"query parameter {name!r} ")
+    assert [e["loc"] for e in body["errors"]] == [f"$.query.{name}"]
 
 
 async def test_payload_too_large_is_413_problem(client: Client, settings: Settings) -> None:
