@@ -214,10 +214,12 @@ def test_every_shipped_route_is_in_the_permission_table() -> None:
 
 def test_public_routes_are_only_health_readiness_and_the_api_description() -> None:
     assert {
+        ("GET", "/"),
         ("GET", "/healthz"),
         ("GET", "/readyz"),
         ("GET", "/openapi.json"),
         ("GET", "/docs"),
+        ("GET", "/docs/"),
         ("GET", "/docs/{asset}"),
     } == PUBLIC
     assert shipped() >= PUBLIC
