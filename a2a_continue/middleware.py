@@ -166,7 +166,7 @@ class Edge:
         """Wait until no request is in flight."""
         await self._idle.wait()
 
-    def match(self, scope: Scope) -> tuple[Entry | None, bool, dict[str, Any], Malformed | None]:
+    def match(self, scope: Scope) -> Found:
         """The route of the request: (entry, method allowed, path params, refused param)."""
         method = scope["method"]
         candidates = self.by_method.get(method)
