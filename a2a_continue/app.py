@@ -11,8 +11,8 @@ from typing import Any
 
 from starlette.routing import Route
 
+from a2a_continue import docs, logs, metrics, openapi, telemetry
 from a2a_continue import handlers as h
-from a2a_continue import logs, metrics, openapi, telemetry
 from a2a_continue.claims import sweeping_claims
 from a2a_continue.db import HeldConnections, QueryLogger, create_pool
 from a2a_continue.facade import handlers as facade
@@ -48,6 +48,7 @@ ROUTES = [
     Route(TASK + "/cancel", h.cancel_task, methods=["POST"]),
     Route("/metrics", h.metrics, methods=["GET"]),
     *openapi.ROUTES,
+    *docs.ROUTES,
     Route(FACADE + "/.well-known/agent-card.json", facade.agent_card, methods=["GET"]),
     Route(FACADE, facade.agent_rpc, methods=["POST"]),
 ]

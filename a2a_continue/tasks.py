@@ -9,7 +9,7 @@ from typing import Any
 from a2a_continue.a2a.protocol import CANONICAL_STATES, AgentTask, canonical_state
 from a2a_continue.auth import AGENT_VISIBLE, TASK_VISIBLE, Caller
 from a2a_continue.db import Conn, Record
-from a2a_continue.errors import Invalid, NotFound
+from a2a_continue.errors import InvalidQuery, NotFound
 from a2a_continue.models import EventList, EventOut, TaskList, TaskOut
 from a2a_continue.pagination import (
     MAX_LIMIT,
@@ -259,7 +259,7 @@ def _state_filter(params: Mapping[str, str]) -> str | None:
     state = canonical_state(raw)
     if state == "unknown" and raw.strip().lower() != "unknown":
         msg = f"must be one of {', '.join(CANONICAL_STATES)}"
-        raise Invalid([{"loc": "$.query.state", "msg": msg}])
+        raise InvalidQuery("state", msg)
     return state
 
 

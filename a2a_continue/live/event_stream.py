@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from a2a_continue.a2a.protocol import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_continue.auth import TASK_VISIBLE, Caller
-from a2a_continue.errors import Invalid, NotFound
+from a2a_continue.errors import Invalid, InvalidQuery, NotFound
 from a2a_continue.gateway import Gateway
 from a2a_continue.models import EventOut
 from a2a_continue.pagination import int_param
@@ -64,7 +64,7 @@ def until_states(params: Mapping[str, str]) -> frozenset[str]:
     """The states after which the stream closes: `terminal` (default) or `interrupted`."""
     until = params.get("until", "terminal")
     if until not in UNTIL:
-        raise Invalid([{"loc": "$.query.until", "msg": "must be 'terminal' or 'interrupted'"}])
+        raise InvalidQuery("until", "must be 'terminal' or 'interrupted'")
     return UNTIL[until]
 
 

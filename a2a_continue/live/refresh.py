@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from a2a_continue.a2a import protocol
 from a2a_continue.agents import target_of
 from a2a_continue.auth import Caller
-from a2a_continue.errors import AgentBadAnswer, Invalid
+from a2a_continue.errors import AgentBadAnswer, InvalidQuery
 from a2a_continue.gateway import Gateway
 from a2a_continue.live.snapshots import ask_agent
 from a2a_continue.live.updates import ERROR, TASK, record_update
@@ -26,7 +26,7 @@ def refresh_param(params: Mapping[str, str]) -> bool:
     flag = _FLAGS.get(raw.strip().lower())
     if flag is None:
         msg = f"must be true or false, got {raw!r}"
-        raise Invalid([{"loc": "$.query.refresh", "msg": msg}])
+        raise InvalidQuery("refresh", msg)
     return flag
 
 
