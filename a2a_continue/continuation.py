@@ -97,7 +97,7 @@ CLAIM_TASK_KEYED = _CLAIM.format(
     key_found="OR idem.key_mine IS NOT NULL",
 )
 
-# Extend a claim still held (a streamed follow-up holds it for the whole stream).
+# Extend a claim still held (a streamed start or follow-up holds it for the whole stream).
 RENEW_CLAIM = """
 UPDATE a2a_tasks SET claim_expires_at = now() + make_interval(secs => $3)
 WHERE id = $1 AND claim_token = $2
@@ -291,11 +291,6 @@ class FollowUp:
     def claim_ttl(self) -> float:
         """How long a claim lives unless renewed: the agent's timeout plus the margin."""
         return self.target().timeout_s + self.gw.settings.claim_margin_s
-
-    async def renew(self) -> None:
-        """Push the claim's expiry forward by its lifetime."""
-        async with self.gw.connection() as conn:
-            await conn.execute(RENEW_CLAIM, self.row["row_id"], self.claim, self.claim_ttl())
 
     async def release(self) -> None:
         """Give up the claim without recording anything."""
