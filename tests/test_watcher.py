@@ -437,6 +437,20 @@ async def test_a_task_settled_by_another_writer_ends_a_silent_subscription(
     assert r.status == 200, r.raw
 
 
+async def test_a_follow_up_to_a_watched_task_is_busy_and_says_when_to_retry(
+    watching: Client, fake_agent: StartFake
+) -> None:
+    script = Scripted("working", [], final=status("working"))
+    agent = await register_fake(watching, fake_agent, script)
+    await watching.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+    await eventually(lambda: script.gets > 0, "a GetTask")
+
+    r = await watching.call("POST", agent.messages("T1"), {"text": "Paris"})
+
+    assert assert_problem(r, 409)["type"] == BUSY_TYPE
+    assert r.headers["Retry-After"] == "1"
+
+
 async def test_watch_longer_than_the_limit_ends_with_watch_expired(
     settings: Settings, db: asyncpg.Connection, fake_agent: StartFake
 ) -> None:
