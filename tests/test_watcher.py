@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
+from a2a_continue.a2a.sample_agent import start_sample_agent
 from a2a_continue.app import create_app
 from a2a_continue.live.updates import TASK, Update, record_update
 from a2a_continue.settings import Settings, SettingsError, load_settings
@@ -271,6 +272,37 @@ async def test_task_left_working_by_a_broken_stream_is_followed_to_its_end(
         ("task_updated", "input-required"),
     ]
     assert logged[-1]["data"] == {"source": "poll"}
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_the_slow_sample_agent_is_followed_to_its_question_and_then_its_forecast(
+    watching: Client, db: asyncpg.Connection, streaming: bool
+) -> None:
+    # Each turn works for 1 s: long enough for the watch to subscribe before it ends.
+    runner, url = await start_sample_agent(slow_s=1.0)
+    try:
+        agent = await register(watching, url, "1.0", [], capabilities={"streaming": streaming})
+        task_id, answered = await start_now(watching, agent, "weather?")
+        assert answered == "working"
+        await settles_as(watching, agent, task_id, "input-required")
+        await watch_ended(db, task_id)
+        r = await watching.call("POST", agent.messages(task_id), {"text": "Oslo", **RETURN_NOW})
+        assert r.headers["A2A-Task-State"] == "working"
+        await settles_as(watching, agent, task_id, "completed")
+    finally:
+        await runner.cleanup()
+
+    logged = await events(watching, agent, task_id)
+    source = "subscribe" if streaming else "poll"
+    # A subscription gets the forecast as an artifact update before the final status.
+    forecast = [("task_updated", "working", source)] if streaming else []
+    assert [(e["type"], e["newState"], e["data"].get("source")) for e in logged] == [
+        ("task_created", "working", None),
+        ("task_updated", "input-required", source),
+        ("task_continued", "working", None),
+        *forecast,
+        ("task_updated", "completed", source),
+    ]
 
 
 # ---- scripted agents ----------------------------------------------------------------------
