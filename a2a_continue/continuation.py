@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 from typing import Any
 
@@ -133,6 +134,15 @@ def refusal(row: Record, client_context: str | None) -> AppError:
     )
 
 
+def busy_retry_after_s(poll_base_s: float) -> int:
+    """When to retry a busy task: the watcher's first poll pause, rounded up, within 1-5 s.
+
+    A watch notices a settled task at its next poll, and a follow-up in flight usually ends
+    within seconds; a longer hint would only delay the retry that succeeds.
+    """
+    return min(5, max(1, math.ceil(poll_base_s)))
+
+
 async def claim_task(
     gw: Gateway,
     caller: Caller,
@@ -166,6 +176,8 @@ async def claim_task(
         raise NotFound(f"task {task_id} not found")
     if not row["claimed"]:
         error = refusal(row, client_context)
+        if isinstance(error, TaskBusy):
+            error.headers["Retry-After"] = str(busy_retry_after_s(gw.settings.watch_poll_base_s))
         if isinstance(error, (TaskBusy, TaskTerminal)):
             metrics.followup("busy" if isinstance(error, TaskBusy) else "terminal")
         raise error

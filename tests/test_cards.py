@@ -12,7 +12,8 @@ import asyncpg
 import pytest
 from aiohttp import web
 
-from a2a_continue.a2a.sample_agent import sample_card, start_sample_agent
+from a2a_continue.a2a.sample_agent import start_sample_agent
+from a2a_continue.a2a.sample_card import sample_card
 from a2a_continue.cards import MAX_CARD_BYTES, card_location, pick_interface
 from tests.conftest import Client, dead_url, register, token
 from tests.sdk_agent import run_sdk_agent

@@ -131,11 +131,39 @@ async def test_renew_extends_only_the_leases_still_held(db: asyncpg.Connection) 
 
     kept = await leases.renew(db, held, 60.0)
 
-    assert kept == {rows["mine"]["row_id"]}
+    assert kept == {rows["mine"]["row_id"]: False}
     left = await db.fetchval(
         "SELECT extract(epoch FROM watch_expires_at - now()) FROM a2a_tasks WHERE task_id = 'mine'"
     )
     assert LEASE_S < left <= 60
+
+
+async def test_renew_says_which_held_tasks_are_settled_as_stored(db: asyncpg.Connection) -> None:
+    agent = await insert_agent(db)
+    asked = """'{"messageId": "m1", "parts": []}'"""
+    past = """'{"state": "input-required", "timestamp": "t", "message": "m1"}'"""
+    cases = {
+        "working": ("working", {}, False),
+        "canceled": ("canceled", {}, True),
+        "asking": ("input-required", {}, True),
+        "still-the-answer": (
+            "input-required",
+            {"status_message": asked, "watch_past": past},
+            False,
+        ),
+        "asking-anew": ("input-required", {"watch_past": past}, True),
+    }
+    held = {}
+    for task_id, (state, cols, _) in cases.items():
+        row_id = await add_task(db, agent, task_id, state, **LIVE_LEASE, **cols)
+        held[row_id] = await db.fetchval("SELECT watch_token FROM a2a_tasks WHERE id = $1", row_id)
+
+    kept = await leases.renew(db, held, 60.0)
+
+    names = dict(await db.fetch("SELECT id, task_id FROM a2a_tasks"))
+    assert {names[row_id]: done for row_id, done in kept.items()} == {
+        task_id: done for task_id, (_, _, done) in cases.items()
+    }
 
 
 async def test_released_lease_is_picked_up_at_once_with_its_clock(db: asyncpg.Connection) -> None:
