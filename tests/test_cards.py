@@ -13,7 +13,8 @@ import pytest
 from aiohttp import web
 
 from a2a_continue.core.cards import MAX_CARD_BYTES, card_location, pick_interface
-from a2a_continue.ops.sample_agent import sample_card, start_sample_agent
+from a2a_continue.ops.sample_agent import start_sample_agent
+from a2a_continue.ops.sample_card import sample_card
 from tests.conftest import Client, dead_url, register, token
 from tests.sdk_agent import run_sdk_agent
 from tests.servers import serve_aiohttp

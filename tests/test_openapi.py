@@ -16,14 +16,15 @@ from openapi_spec_validator import validate
 
 from a2a_continue.app import ROUTES
 from a2a_continue.core.callers import PERMISSIONS, PUBLIC
+from a2a_continue.http.docs import ASSETS_DIR
 from a2a_continue.http.openapi import (
-    ASSETS_DIR,
     PROBLEM_PREFIX,
     build_document,
     openapi_path,
     problem_types,
 )
 from tests.conftest import Client
+from tests.test_continue import StartFake, WeatherFake, register_fake, start
 
 JSON = dict[str, Any]
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -187,6 +188,41 @@ async def test_live_answers_match_their_documented_schemas(client: Client) -> No
         schema = {**media["schema"], "components": document["components"]}
         assert answer.status == int(status)
         Draft202012Validator(schema).validate(answer.json())
+
+
+def request_examples(document: JSON) -> list[tuple[str, str, Any]]:
+    """Every documented request body's example: (method, path template, example)."""
+    found = []
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if "requestBody" in operation:
+                media = operation["requestBody"]["content"]["application/json"]
+                assert "example" in media, f"{method} {path} has no request example"
+                found.append((method.upper(), path, media["example"]))
+    return found
+
+
+async def test_every_documented_request_example_is_accepted_as_it_stands(
+    client: Client, fake_agent: StartFake
+) -> None:
+    document = (await client.call("GET", "/openapi.json", bearer=None)).json()
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    examples = request_examples(document)
+    assert {(m, p) for m, p, _ in examples} >= {
+        ("POST", "/v1/a2a/agents"),
+        ("PATCH", "/v1/a2a/agents/{agent_id}"),
+        ("POST", "/v1/a2a/{agent_id}/messages"),
+        ("POST", "/v1/a2a/{agent_id}/tasks/{task_id}/messages"),
+        ("POST", "/v1/a2a/{agent_id}/tasks/{task_id}/cancel"),
+        ("POST", "/a2a/{agent_id}"),
+    }
+    for method, template, example in examples:
+        ids = {"agent_id": agent.id}
+        if "{task_id}" in template:
+            ids["task_id"] = (await start(client, agent))["id"]  # a fresh one, waiting for input
+        r = await client.call(method, template.format(**ids), example)
+        assert 200 <= r.status < 300, (method, template, r.raw)
+        assert "error" not in r.json(), (method, template, r.raw)  # nor a JSON-RPC refusal
 
 
 class _Links(HTMLParser):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,6 +22,16 @@ JSON = dict[str, Any]
 @pytest.fixture
 async def agent_url() -> AsyncIterator[str]:
     runner, url = await start_sample_agent()
+    try:
+        yield url
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def slow_url() -> AsyncIterator[str]:
+    """A sample agent whose every turn works for 0.3 s."""
+    runner, url = await start_sample_agent(slow_s=0.3)
     try:
         yield url
     finally:
@@ -106,7 +118,8 @@ async def test_malformed_requests_get_json_rpc_errors(
 ) -> None:
     async with http.post(agent_url, data=b"{not json") as response:
         assert (await response.json())["error"]["code"] == -32700
-    assert (await rpc(http, agent_url, "tasks/get", {"id": "x"}))["error"]["code"] == -32601
+    unknown = await rpc(http, agent_url, "tasks/pushNotificationConfig/set", {"id": "x"})
+    assert unknown["error"]["code"] == -32601
     body = {"jsonrpc": "2.0", "id": "req-1", "method": "SendMessage"}
     async with http.post(agent_url, json=body) as response:
         assert (await response.json())["error"]["code"] == -32602
@@ -142,3 +155,113 @@ async def test_a_streamed_task_asks_for_a_city_then_streams_the_forecast_in_chun
     chunks = [(c.append, c.artifact["parts"][0]["text"]) for u in second for c in u.artifacts]
     assert chunks == [(False, "Sunny"), (True, " in Oslo")]
     assert second[-1].final is (method == "message/stream")
+
+
+GET = {"1.0": "GetTask", "0.3": "tasks/get"}
+SEND = {"1.0": ("SendMessage", message_v10), "0.3": ("message/send", message_v03)}
+NOW = {"1.0": {"returnImmediately": True}, "0.3": {"blocking": False}}
+
+
+def task_of(answer: JSON) -> JSON:
+    result: JSON = answer["result"]
+    return result.get("task", result) if "kind" not in result else result
+
+
+def state_of(task: JSON) -> str:
+    state: str = task["status"]["state"]
+    return state.removeprefix("TASK_STATE_").lower().replace("_", "-")
+
+
+async def get_task(http: aiohttp.ClientSession, url: str, version: str, task_id: str) -> JSON:
+    return task_of(await rpc(http, url, GET[version], {"id": task_id}))
+
+
+async def reaches(
+    http: aiohttp.ClientSession, url: str, version: str, task_id: str, state: str
+) -> JSON:
+    """Poll GetTask (bounded) until the task shows ``state``."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        task = await get_task(http, url, version, task_id)
+        if state_of(task) == state:
+            return task
+        await asyncio.sleep(0.05)
+    pytest.fail(f"task {task_id} never became {state}")
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_get_task_answers_a_known_task_as_last_answered_and_not_found_otherwise(
+    http: aiohttp.ClientSession, agent_url: str, version: str
+) -> None:
+    method, message = SEND[version]
+    started = task_of(await rpc(http, agent_url, method, message("weather?")))
+
+    got = await get_task(http, agent_url, version, started["id"])
+
+    assert got == started
+    unknown = await rpc(http, agent_url, GET[version], {"id": "no-such-task"})
+    assert unknown["error"] == {"code": -32001, "message": "Task not found"}
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_a_slow_agent_answers_return_immediately_working_then_goes_on(
+    http: aiohttp.ClientSession, slow_url: str, version: str
+) -> None:
+    method, message = SEND[version]
+    now = {"configuration": NOW[version]}
+    started = task_of(await rpc(http, slow_url, method, {**message("weather?"), **now}))
+    assert state_of(started) == "working"
+    assert state_of(await get_task(http, slow_url, version, started["id"])) == "working"
+
+    asking = await reaches(http, slow_url, version, started["id"], "input-required")
+    assert asking["status"]["message"]["parts"][0]["text"] == "Which city?"
+    answered = task_of(await rpc(http, slow_url, method, {**message("Oslo", started["id"]), **now}))
+    assert state_of(answered) == "working"
+    done = await reaches(http, slow_url, version, started["id"], "completed")
+    assert done["artifacts"][0]["parts"][0]["text"] == "Sunny in Oslo"
+
+
+async def test_a_slow_agent_answers_a_blocking_send_once_its_turn_is_over(
+    http: aiohttp.ClientSession, slow_url: str
+) -> None:
+    started = task_of(await rpc(http, slow_url, "SendMessage", message_v10("weather?")))
+    assert state_of(started) == "input-required"
+    done = task_of(await rpc(http, slow_url, "SendMessage", message_v10("Oslo", started["id"])))
+    assert state_of(done) == "completed"
+
+
+async def test_a_slow_task_canceled_while_working_stays_canceled(
+    http: aiohttp.ClientSession, slow_url: str
+) -> None:
+    params = {**message_v10("weather?"), "configuration": {"returnImmediately": True}}
+    task_id = task_of(await rpc(http, slow_url, "SendMessage", params))["id"]
+
+    canceled = await rpc(http, slow_url, "CancelTask", {"id": task_id})
+
+    assert state_of(canceled["result"]) == "canceled"
+    await asyncio.sleep(0.4)  # past the end of the turn it was working on
+    assert state_of(await get_task(http, slow_url, "1.0", task_id)) == "canceled"
+
+
+@pytest.mark.parametrize(
+    ("method", "send"), [("SubscribeToTask", "SendMessage"), ("tasks/resubscribe", "message/send")]
+)
+async def test_a_subscription_shows_the_working_task_then_the_end_of_its_turn(
+    http: aiohttp.ClientSession, slow_url: str, method: str, send: str
+) -> None:
+    version = "0.3" if "/" in method else "1.0"
+    params = {**SEND[version][1]("weather?"), "configuration": NOW[version]}
+    task_id = task_of(await rpc(http, slow_url, send, params))["id"]
+
+    frames = await _stream(http, slow_url, method, {"id": task_id})
+
+    assert [(u.kind, u.state) for u in frames] == [
+        ("task", "working"),
+        ("status-update", "input-required"),
+    ]
+    again = await _stream(http, slow_url, method, {"id": task_id})
+    assert [(u.kind, u.state) for u in again] == [("task", "input-required")]
+    await rpc(http, slow_url, SEND[version][0], SEND[version][1]("Oslo", task_id))
+    for refused, code in [(task_id, -32004), ("no-such-task", -32001)]:
+        [error] = await _stream(http, slow_url, method, {"id": refused})
+        assert (error.kind, error.error_code) == ("error", code)

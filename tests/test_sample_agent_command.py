@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from a2a_continue.ops.sample_agent import sample_card
+from a2a_continue.ops.sample_card import sample_card
 
 CLI = (sys.executable, "-m", "a2a_continue", "sample-agent")
 
@@ -136,3 +136,24 @@ def test_sample_card_advertises_streaming_and_no_push(protocol: str) -> None:
     card = sample_card("http://agent/", protocol)
     assert card["capabilities"] == {"streaming": True, "pushNotifications": False}
     assert card["skills"][0]["id"] == "forecast"
+
+
+def test_sample_agent_slow_keeps_a_task_working_before_it_asks() -> None:
+    port = free_port()
+    with sample_agent("--port", str(port), "--slow", "0.5") as (process, endpoint):
+        assert process.stdout is not None
+        process.stdout.readline()  # its card
+        assert "works for 0.5 s" in process.stdout.readline()
+        message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "weather?"}]}
+        params = {"message": message, "configuration": {"returnImmediately": True}}
+        rpc = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
+        answer = post_json(endpoint, rpc, "1.0")
+        assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_WORKING"
+
+
+def test_sample_agent_refuses_a_negative_slow() -> None:
+    done = subprocess.run(
+        (*CLI, "--slow", "-1"), capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == "sample agent: --slow must be seconds >= 0, not -1"
