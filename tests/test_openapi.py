@@ -27,7 +27,9 @@ from tests.conftest import Client
 from tests.test_continue import StartFake, WeatherFake, register_fake, start
 
 JSON = dict[str, Any]
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+# The pages whose curl examples are checked: the README and every page under docs/.
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 @pytest.fixture(scope="module")
@@ -128,11 +130,10 @@ def test_a_body_schema_refuses_what_the_gateway_refuses(document: JSON) -> None:
     assert not start.is_valid({"text": "hi", "message": {"parts": [{"text": "hi"}]}})
 
 
-def readme_requests() -> list[tuple[str, str, Any]]:
-    """Every curl in the README that sends a body: (method, path, decoded body)."""
-    text = README.read_text()
+def documented_requests(page: Path) -> list[tuple[str, str, Any]]:
+    """Every curl on a page that sends a body: (method, path, decoded body)."""
     found = []
-    for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
+    for block in re.findall(r"```sh\n(.*?)```", page.read_text(), flags=re.S):
         for match in re.finditer(r"curl\b((?:\\\n|'[^']*'|[^'\n])*)", block):
             words = shlex.split(match.group(1).replace("\\\n", " "))
             if "-d" not in words:
@@ -145,6 +146,11 @@ def readme_requests() -> list[tuple[str, str, Any]]:
     return found
 
 
+def all_documented_requests() -> list[tuple[str, str, Any]]:
+    """The curl examples with a body of the README and docs/, in page order."""
+    return [request for page in DOCS for request in documented_requests(page)]
+
+
 def template_of(document: JSON, method: str, path: str) -> str:
     for template in document["paths"]:
         pattern = "^" + re.sub(r"{[^}]+}", r"[^/]+", template) + "$"
@@ -153,18 +159,20 @@ def template_of(document: JSON, method: str, path: str) -> str:
     raise AssertionError(f"no documented route for {method} {path}")
 
 
-def test_the_readme_has_body_examples() -> None:
-    methods = {(method, path.rsplit("/", 1)[-1]) for method, path, _ in readme_requests()}
+def test_the_docs_have_body_examples() -> None:
+    methods = {(method, path.rsplit("/", 1)[-1]) for method, path, _ in all_documented_requests()}
     assert ("POST", "agents") in methods
     assert ("POST", "messages") in methods
+    for page in ("README.md", "docs/api.md", "docs/operations.md"):
+        assert documented_requests(ROOT / page), f"{page} has no curl example with a body"
 
 
 @pytest.mark.parametrize(
     ("method", "path", "body"),
-    readme_requests(),
+    all_documented_requests(),
     ids=lambda value: value if isinstance(value, str) else "",
 )
-def test_each_body_schema_accepts_the_readme_examples(
+def test_each_body_schema_accepts_the_documented_examples(
     document: JSON, method: str, path: str, body: Any
 ) -> None:
     validator = body_validator(document, method, template_of(document, method, path))
