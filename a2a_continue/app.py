@@ -15,8 +15,8 @@ from a2a_continue.background.sweeps import sweeping_claims
 from a2a_continue.background.watcher import Watcher
 from a2a_continue.core.idempotency import start_sweeper, stop_sweeper
 from a2a_continue.facade import handlers as facade
+from a2a_continue.http import docs, openapi
 from a2a_continue.http import handlers as h
-from a2a_continue.http import openapi
 from a2a_continue.http.edge import Edge
 from a2a_continue.http.tokens import TokenVerifier
 from a2a_continue.obs import metrics, telemetry
@@ -49,6 +49,7 @@ ROUTES = [
     Route(TASK + "/cancel", h.cancel_task, methods=["POST"]),
     Route("/metrics", h.metrics, methods=["GET"]),
     *openapi.ROUTES,
+    *docs.ROUTES,
     Route(FACADE + "/.well-known/agent-card.json", facade.agent_card, methods=["GET"]),
     Route(FACADE, facade.agent_rpc, methods=["POST"]),
 ]

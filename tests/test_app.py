@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
+from urllib.parse import urljoin
 
 import aiohttp
 import msgspec
@@ -15,7 +16,7 @@ from starlette.routing import Route
 from a2a_continue.app import ROUTES, create_app
 from a2a_continue.core import callers as auth
 from a2a_continue.settings import Settings, SettingsError
-from tests.support.client import Client, Response, token
+from tests.support.client import Client, Response, register, token
 from tests.support.servers import serve_asgi
 
 PROBLEM = "application/problem+json"
@@ -64,9 +65,63 @@ async def test_readyz_answers_503_with_retry_after_when_the_database_is_down(
 # ---- routing errors -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["/", "/v1/a2a", "/v1/a2a/agents/x/y", "/v2/a2a/agents"])
+UNKNOWN_PATHS = ["/v1/a2a", "/v1/a2a/agents/x/y", "/v2/a2a/agents", "/nowhere", "/docs/a/b"]
+
+
+@pytest.mark.parametrize("path", UNKNOWN_PATHS)
 async def test_unknown_path_is_404_problem(client: Client, path: str) -> None:
     assert_problem(await client.call("GET", path), 404)
+
+
+@pytest.mark.parametrize("path", UNKNOWN_PATHS)
+async def test_unknown_path_is_404_without_a_token_too(client: Client, path: str) -> None:
+    r = await client.call("GET", path, bearer=None)
+    body = assert_problem(r, 404)
+    assert "WWW-Authenticate" not in r.headers
+    assert body["detail"] == f"no route matches {path}"
+
+
+async def test_wrong_method_is_405_without_a_token_too(client: Client) -> None:
+    r = await client.call("PUT", "/v1/a2a/agents", bearer=None)
+    assert_problem(r, 405)
+    assert {m.strip() for m in r.headers["Allow"].split(",")} - {"HEAD"} == {"GET", "POST"}
+
+
+@pytest.mark.parametrize("path", ["/", "/docs/"])
+async def test_the_root_and_docs_with_a_slash_lead_a_browser_to_the_docs_page(
+    client: Client, path: str
+) -> None:
+    async with client.session.get(client.base + path, allow_redirects=False) as r:
+        assert r.status == 307
+        target = urljoin(client.base + path, r.headers["Location"])
+    assert target == client.base + "/docs"
+    page = await client.call("GET", path, bearer=None)  # followed, as a browser does
+    assert page.status == 200
+    assert page.headers["Content-Type"].startswith("text/html")
+
+
+MALFORMED_IDS = [
+    ("GET", "/v1/a2a/agents/xyz"),
+    ("POST", "/v1/a2a/xyz/messages"),
+    ("GET", "/v1/a2a/xyz/tasks/t1/events"),
+    ("GET", "/a2a/xyz/.well-known/agent-card.json"),
+    ("POST", "/a2a/xyz"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), MALFORMED_IDS)
+async def test_a_malformed_agent_id_still_needs_the_token(
+    client: Client, method: str, path: str
+) -> None:
+    assert_problem(await client.call(method, path, {"text": "hi"}, bearer=None), 401)
+
+
+@pytest.mark.parametrize(("method", "path"), MALFORMED_IDS)
+async def test_a_malformed_agent_id_is_404_saying_agent_ids_are_uuids(
+    client: Client, method: str, path: str
+) -> None:
+    body = assert_problem(await client.call(method, path, {"text": "hi"}), 404)
+    assert body["detail"] == "no agent with id 'xyz' (agent ids are UUIDs)"
 
 
 @pytest.mark.parametrize(
@@ -92,6 +147,7 @@ async def test_malformed_agent_id_in_path_is_404(client: Client, method: str, pa
         ("PUT", "/v1/a2a/agents", {"GET", "POST"}),
         ("DELETE", "/v1/a2a/agents", {"GET", "POST"}),
         ("POST", f"/v1/a2a/agents/{uuid.uuid4()}", {"GET", "PATCH", "DELETE"}),
+        ("POST", "/v1/a2a/agents/not-a-uuid", {"GET", "PATCH", "DELETE"}),
         ("GET", f"/v1/a2a/{uuid.uuid4()}/messages", {"POST"}),
         ("GET", f"/v1/a2a/{uuid.uuid4()}/tasks/t1/cancel", {"POST"}),
         ("POST", "/healthz", {"GET"}),
@@ -121,6 +177,26 @@ async def test_errors_of_every_kind_are_problem_json(client: Client) -> None:
     ]
     for status, method, path, body, bearer in cases:
         assert_problem(await client.call(method, path, body, bearer=bearer), status)
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/v1/a2a/agents?limit=abc", "limit"),
+        ("/v1/a2a/{agent}/tasks?state=sleeping", "state"),
+        ("/v1/a2a/{agent}/tasks/T1?refresh=maybe", "refresh"),
+        ("/v1/a2a/{agent}/tasks/T1/events?after=two", "after"),
+    ],
+)
+async def test_a_bad_query_value_is_422_naming_the_query_parameter(
+    client: Client, path: str, name: str
+) -> None:
+    agent = await register(client, "http://127.0.0.1:9/")
+    body = assert_problem(await client.call("GET", path.format(agent=agent)), 422)
+    assert body["title"] == "Invalid query parameter"
+    assert body["type"] == "urn:a2a-continue:problem:invalid-query"
+    assert body["detail"].startswith(f"query parameter {name!r} ")
+    assert [e["loc"] for e in body["errors"]] == [f"$.query.{name}"]
 
 
 async def test_payload_too_large_is_413_problem(client: Client, settings: Settings) -> None:

@@ -15,6 +15,7 @@ import jwt
 import pytest
 
 from a2a_continue import cli
+from a2a_continue.runtime.secrets import load_or_create_secrets
 from a2a_continue.settings import Settings
 from tests.support.database import create_database, drop_database, with_database
 from tests.support.ports import free_port
@@ -116,11 +117,11 @@ def test_two_serves_share_one_embedded_database_and_the_last_stops_it(
     assert not postgres_running(data_dir)
 
 
-def test_serve_keeps_the_secrets_it_generated_once(tmp_path: Path) -> None:
+def test_token_signs_with_the_secret_serve_generated_in_the_data_dir(tmp_path: Path) -> None:
+    secret = load_or_create_secrets(tmp_path)["jwt_secret"]  # as `serve` does on first start
     env = clean_env(A2AC_DATA_DIR=str(tmp_path))
     first = run_cli("token", "--sub", "a@example.com", env=env)
     second = run_cli("token", "--sub", "a@example.com", env=env)
-    secret = json.loads((tmp_path / "secrets.json").read_text())["jwt_secret"]
     for done in (first, second):
         assert done.returncode == 0, done.stderr
         jwt.decode(done.stdout.strip(), secret, algorithms=["HS256"])
@@ -137,3 +138,14 @@ def test_serve_refuses_a_jwt_secret_shorter_than_32_bytes_in_one_line(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "A2AC_JWT_SECRET must be at least 32 bytes" in err
+
+
+def test_token_without_a_secret_refuses_and_creates_nothing(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    done = run_cli("token", "--sub", "a@example.com", env=clean_env(A2AC_DATA_DIR=str(data_dir)))
+    assert done.returncode == 2
+    assert done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert "A2AC_JWT_SECRET" in line
+    assert str(data_dir / "secrets.json") in line
+    assert not data_dir.exists()

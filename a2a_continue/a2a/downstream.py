@@ -11,6 +11,7 @@ from typing import Any
 
 import aiohttp
 import msgspec
+from aiohttp import hdrs
 
 from a2a_continue.a2a.netguard import AddressRefused, check_call_url, refused_reason
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable
@@ -69,7 +70,10 @@ def target_headers(protocol_version: str, auth: dict[str, Any] | None) -> dict[s
 
 
 async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> bytes:
-    if response.content_length is not None:
+    """Read the decoded answer, stopping as soon as it passes ``limit`` bytes."""
+    # Content-Length counts the bytes on the wire: it bounds the answer only when it is not
+    # compressed (a gzip answer of a few KB may inflate to gigabytes).
+    if response.content_length is not None and hdrs.CONTENT_ENCODING not in response.headers:
         if response.content_length > limit:
             raise AgentBadAnswer(f"the agent's answer is larger than {limit} bytes")
         return await response.read()

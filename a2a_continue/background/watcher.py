@@ -4,10 +4,12 @@ Each process runs one watcher (started and stopped in the app's lifespan). It le
 tasks (see ``leases``) at start-up, periodically, and right after a send of its own that
 leaves a task live (see ``handover``); it follows each leased task (subscribing when the agent
 streams, else polling ``GetTask`` with back-off), records every change as ``task_updated``,
-and stops at a terminal or interrupted state, when the task is gone, after
-``A2AC_WATCH_MAX_S`` (``watch-expired``) or when the agent no longer knows the task
-(``agent-lost-task``). One statement renews all the leases a process holds; a lease it could
-not renew is given up before it expires, so that two processes never follow one task.
+and stops at a terminal or interrupted state, whoever stored it (checked before each poll,
+with each frame and at each renewal), when the task is gone, after ``A2AC_WATCH_MAX_S``
+(``watch-expired``), when the agent no longer knows the task (``agent-lost-task``) or cannot
+answer ``GetTask`` at all (``agent-cannot-get``). One statement renews all the leases a
+process holds; a lease it could not renew is given up before it expires, so that two processes
+never follow one task.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2a_continue.a2a import protocol
-from a2a_continue.a2a.agent_stream import stream_rpc
 from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.core import leases
 from a2a_continue.core.agents import streams
+from a2a_continue.core.exchange import exchange_stream
 from a2a_continue.core.snapshots import TASK_NOT_FOUND, ask_agent, status_mark
 from a2a_continue.core.updates import ERROR, MESSAGE, TASK, Update, parse_frame, record_update
 from a2a_continue.errors import (
@@ -44,6 +46,9 @@ log = logging.getLogger(__name__)
 
 # The actor of the events the watcher writes: no caller asked, the gateway itself looked.
 WATCHER_ACTOR = "a2a-continue"
+
+# GetTask answers that no later poll can change: method not found, unsupported operation.
+CANNOT_GET = frozenset({-32601, -32004})
 
 
 class _Stop(Exception):
@@ -167,6 +172,7 @@ class Watcher:
                 continue
             renewed_at = time.monotonic()
             self._drop({row_id: token for row_id, token in held.items() if row_id not in kept})
+            await self._end_settled({row_id: held[row_id] for row_id, done in kept.items() if done})
 
     def _drop(self, lost: dict[uuid.UUID, uuid.UUID]) -> None:
         """Stop following tasks whose lease is no longer ours (deleted, or taken over)."""
@@ -175,6 +181,25 @@ class Watcher:
             if entry is not None and entry[0] == token:
                 log.info("%s stopped: its lease is gone", entry[1].get_name())
                 entry[1].cancel()
+
+    async def _end_settled(self, settled: dict[uuid.UUID, uuid.UUID]) -> None:
+        """End the watches of tasks settled as stored by another writer (a cancel, a refresh).
+
+        Their followers may be waiting on a silent subscription or a long poll pause.
+        """
+        if not settled:
+            return
+        for row_id, token in settled.items():
+            entry = self._following.get(row_id)
+            if entry is not None and entry[0] == token:
+                log.info("%s stopped: the stored task settled", entry[1].get_name())
+                entry[1].cancel()
+        try:
+            async with self.gw.connection() as conn:
+                for row_id, token in settled.items():
+                    await leases.finish(conn, row_id, token)
+        except Exception as exc:
+            log.warning("watch of settled tasks not ended (%s); retrying", type(exc).__name__)
 
     # ---- following one task ---------------------------------------------------------------
 
@@ -254,13 +279,8 @@ class Watcher:
         payload = protocol.build_subscribe_request(
             target.protocol_version, protocol.new_rpc_id(), watch.task_id
         )
-        max_bytes = self.settings.max_agent_response_bytes
         try:
-            async with contextlib.aclosing(
-                stream_rpc(
-                    self.gw.session, target, payload, max_bytes, self.settings.agent_networks
-                )
-            ) as frames:
+            async with exchange_stream(self.gw, target, payload) as frames:
                 async for frame in frames:
                     update = parse_frame(frame.body)
                     if update.kind == ERROR:
@@ -293,6 +313,8 @@ class Watcher:
 
     async def _poll_once(self, watch: Watch) -> bool | None:
         """Ask once; None when the task settled, else whether the agent reported a change."""
+        if await self._settled_as_stored(watch):
+            return None
         try:
             update = await ask_agent(self.gw, watch.target, watch.task_id)
         except (AgentTimeout, AgentUnreachable, AgentBadAnswer, AgentBusy) as error:
@@ -300,11 +322,25 @@ class Watcher:
             return False
         if update.kind == ERROR and update.error_code == TASK_NOT_FOUND:
             raise _Stop("agent-lost-task", f"the agent answered GetTask with {TASK_NOT_FOUND}")
+        if update.kind == ERROR and update.error_code in CANNOT_GET:
+            raise _Stop("agent-cannot-get", f"the agent answered GetTask with {update.error_code}")
         if update.kind != TASK or update.task_id != watch.task_id:
             what = f"error {update.error_code}" if update.kind == ERROR else "another answer"
             log.warning("watch of task %s: the agent answered GetTask with %s", watch.task_id, what)
             return False
         return await self.observe(watch, update, "poll")
+
+    async def _settled_as_stored(self, watch: Watch) -> bool:
+        """Tell whether another writer settled the task (a cancel, say) since the last look."""
+        try:
+            async with self.gw.connection() as conn:
+                found = await leases.stored_settled(conn, watch.row_id, watch.past)
+        except (DatabaseUnavailable, *DB_DOWN) as exc:
+            log.warning("watch of task %s: not read (%s)", watch.task_id, type(exc).__name__)
+            return False
+        if found is None:
+            raise _Stop(None)
+        return found
 
     async def observe(self, watch: Watch, update: Update, source: str) -> bool | None:
         """Record what the agent reports; None when the watch is over, else whether it moved."""
@@ -318,7 +354,7 @@ class Watcher:
         except (DatabaseUnavailable, *DB_DOWN) as exc:
             log.warning("watch of task %s: not recorded (%s)", watch.task_id, type(exc).__name__)
             return False
-        if protocol.is_terminal_task_state(applied.state):
+        if leases.settled(applied.state, applied.row["status_message"], watch.past):
             return None
         if update.state is None:
             return applied.seq is not None

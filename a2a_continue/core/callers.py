@@ -42,8 +42,10 @@ PUBLIC: frozenset[tuple[str, str]] = frozenset(
     {
         ("GET", "/healthz"),
         ("GET", "/readyz"),
+        ("GET", "/"),
         ("GET", "/openapi.json"),
         ("GET", "/docs"),
+        ("GET", "/docs/"),
         ("GET", "/docs/{asset}"),
     }
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 from typing import Any
 
@@ -97,7 +98,7 @@ CLAIM_TASK_KEYED = _CLAIM.format(
     key_found="OR idem.key_mine IS NOT NULL",
 )
 
-# Extend a claim still held (a streamed follow-up holds it for the whole stream).
+# Extend a claim still held (a streamed start or follow-up holds it for the whole stream).
 RENEW_CLAIM = """
 UPDATE a2a_tasks SET claim_expires_at = now() + make_interval(secs => $3)
 WHERE id = $1 AND claim_token = $2
@@ -133,6 +134,15 @@ def refusal(row: Record, client_context: str | None) -> AppError:
     )
 
 
+def busy_retry_after_s(poll_base_s: float) -> int:
+    """When to retry a busy task: the watcher's first poll pause, rounded up, within 1-5 s.
+
+    A watch notices a settled task at its next poll, and a follow-up in flight usually ends
+    within seconds; a longer hint would only delay the retry that succeeds.
+    """
+    return min(5, max(1, math.ceil(poll_base_s)))
+
+
 async def claim_task(
     gw: Gateway,
     caller: Caller,
@@ -166,6 +176,8 @@ async def claim_task(
         raise NotFound(f"task {task_id} not found")
     if not row["claimed"]:
         error = refusal(row, client_context)
+        if isinstance(error, TaskBusy):
+            error.headers["Retry-After"] = str(busy_retry_after_s(gw.settings.watch_poll_base_s))
         if isinstance(error, (TaskBusy, TaskTerminal)):
             metrics.followup("busy" if isinstance(error, TaskBusy) else "terminal")
         raise error
@@ -195,10 +207,12 @@ class FollowUp:
         )
         return send_payload(body, version, message, streaming=streaming)
 
-    async def failed(self, error: AppError) -> None:
-        """Log a call that did not get an answer (502/504) and release the claim."""
+    async def failed(self, error: AppError, *, counted: bool = True) -> None:
+        """Log a call that did not get an answer (502/504) and release the claim; ``counted``:
+        count the follow-up as failed too."""
         data = {"messageId": self.message_id, "reason": error.slug, "detail": error.detail}
-        metrics.followup("failed")
+        if counted:
+            metrics.followup("failed")
         try:
             async with self.gw.connection() as conn:
                 await record_outcome(
@@ -289,11 +303,6 @@ class FollowUp:
     def claim_ttl(self) -> float:
         """How long a claim lives unless renewed: the agent's timeout plus the margin."""
         return self.target().timeout_s + self.gw.settings.claim_margin_s
-
-    async def renew(self) -> None:
-        """Push the claim's expiry forward by its lifetime."""
-        async with self.gw.connection() as conn:
-            await conn.execute(RENEW_CLAIM, self.row["row_id"], self.claim, self.claim_ttl())
 
     async def release(self) -> None:
         """Give up the claim without recording anything."""

@@ -15,7 +15,7 @@ from a2a_continue.a2a.protocol import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_continue.core.callers import TASK_VISIBLE, Caller
 from a2a_continue.core.models import EventOut
 from a2a_continue.core.pagination import int_param
-from a2a_continue.errors import Invalid, NotFound
+from a2a_continue.errors import Invalid, InvalidQuery, NotFound
 from a2a_continue.runtime.gateway import Gateway
 
 BATCH = 200
@@ -64,7 +64,7 @@ def until_states(params: Mapping[str, str]) -> frozenset[str]:
     """The states after which the stream closes: `terminal` (default) or `interrupted`."""
     until = params.get("until", "terminal")
     if until not in UNTIL:
-        raise Invalid([{"loc": "$.query.until", "msg": "must be 'terminal' or 'interrupted'"}])
+        raise InvalidQuery("until", "must be 'terminal' or 'interrupted'")
     return UNTIL[until]
 
 

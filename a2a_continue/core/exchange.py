@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from a2a_continue.a2a import protocol
+from a2a_continue.a2a.agent_stream import Frame, stream_rpc
 from a2a_continue.a2a.downstream import AgentReply, AgentTarget, post_rpc
 from a2a_continue.core.models import ContinueBody, Message, Part
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable, BadRequest
@@ -110,17 +113,68 @@ async def exchange(
             raise AgentBadAnswer(f"the agent's answer is not an A2A result: {exc}") from None
         outcome = "ok" if answer.error_code is None else "rpc-error"
         return reply, answer
-    except AgentTimeout:
-        outcome = "timeout"
-        raise
-    except AgentUnreachable:
-        outcome = "unreachable"
-        raise
-    except AgentBadAnswer:
-        outcome = "bad-answer"
+    except (AgentTimeout, AgentUnreachable, AgentBadAnswer) as error:
+        outcome = failure_outcome(error)
         raise
     finally:
         if outcome is not None:
             seconds = time.perf_counter() - began
             metrics.agent_call(method, outcome, seconds)
             upstream(outcome, seconds)
+
+
+def failure_outcome(error: BaseException) -> str | None:
+    """The agent-call outcome of a failed call (§11.2), or None for a failure not the agent's."""
+    if isinstance(error, (AgentTimeout, TimeoutError)):
+        return "timeout"
+    if isinstance(error, AgentUnreachable):
+        return "unreachable"
+    if isinstance(error, (AgentBadAnswer, protocol.ProtocolError)):
+        return "bad-answer"
+    return None
+
+
+class _Frames:
+    """The frames of an agent's stream, noting whether one was a JSON-RPC error."""
+
+    def __init__(self, frames: AsyncIterator[Frame]) -> None:
+        self.frames = frames
+        self.rpc_error = False
+
+    def __aiter__(self) -> _Frames:
+        return self
+
+    async def __anext__(self) -> Frame:
+        frame = await anext(self.frames)
+        if isinstance(frame.body, dict) and "error" in frame.body:
+            self.rpc_error = True
+        return frame
+
+    def outcome(self) -> str:
+        """How the agent answered, as far as its frames tell."""
+        return "rpc-error" if self.rpc_error else "ok"
+
+
+@contextlib.asynccontextmanager
+async def exchange_stream(
+    gw: Gateway, target: AgentTarget, payload: dict[str, Any]
+) -> AsyncIterator[AsyncIterator[Frame]]:
+    """Open the agent's stream for ``payload`` and yield its frames; count the call once, when
+    the block ends: by the error that ended it, else by its frames (``rpc-error`` or ``ok``).
+
+    An error of the gateway's own (a frame it could not store) leaves the outcome to the
+    frames; a cancelled block (shutdown) is not counted, like a cancelled blocking call.
+    """
+    method = str(payload.get("method"))
+    began = time.perf_counter()
+    max_bytes = gw.settings.max_agent_response_bytes
+    opened = stream_rpc(gw.session, target, payload, max_bytes, gw.settings.agent_networks)
+    async with contextlib.aclosing(opened) as raw:
+        frames = _Frames(raw)
+        try:
+            yield frames
+        except Exception as error:
+            outcome = failure_outcome(error) or frames.outcome()
+            metrics.agent_call(method, outcome, time.perf_counter() - began)
+            raise
+        metrics.agent_call(method, frames.outcome(), time.perf_counter() - began)

@@ -30,6 +30,7 @@ import uuid
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
+from urllib.parse import quote
 
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -227,18 +228,24 @@ def refusal_of(row: Record) -> Exception:
             "use a new key for a new request"
         )
     if row["key_streamed"]:
-        detail = "the answer to this key was streamed and is not kept; read the task's events"
-        task_id = row["key_stream_task"]
-        if task_id is None:
-            return KeyStreamed(detail)
-        url = f"/v1/a2a/{row['key_agent_id']}/tasks/{task_id}/events"
-        return KeyStreamed(detail, taskId=task_id, eventsUrl=url)
+        return streamed(row["key_agent_id"], row["key_stream_task"])
     if row["key_status"] is not None:
         metrics.idempotent_replay()
         return Replayed(replay_of(row))
     return KeyInFlight(
         "a request with this Idempotency-Key is in flight; retry when it has answered"
     )
+
+
+def streamed(agent_id: uuid.UUID, task_id: str | None) -> KeyStreamed:
+    """The refusal of a streamed key: where its task's events are, once the stream named it."""
+    detail = "the answer to this key was streamed and is not kept; read the task's events"
+    if task_id is None:
+        return KeyStreamed(detail + " (the stream has not named its task yet)")
+    url = f"/v1/a2a/{agent_id}/tasks/{quote(task_id, safe='')}/events"
+    error = KeyStreamed(f"{detail} at {url}", taskId=task_id, eventsUrl=url)
+    error.headers["Link"] = f'<{url}>; rel="related"'
+    return error
 
 
 class KeySlot:

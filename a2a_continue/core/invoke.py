@@ -69,8 +69,13 @@ class Start:
         message = outgoing_message(self.body, version, self.message_id, None, context_id)
         return send_payload(self.body, version, message, streaming=streaming)
 
-    async def store(self, task: protocol.AgentTask) -> str:
-        """Record the task the agent started for the caller (its `task_created`)."""
+    def claim_ttl(self) -> float:
+        """How long the claim of a streamed start lives unless renewed (as a follow-up's)."""
+        return self.target.timeout_s + self.gw.settings.claim_margin_s
+
+    async def store(self, task: protocol.AgentTask, claim: uuid.UUID | None = None) -> str:
+        """Record the task the agent started for the caller (its `task_created`); with
+        ``claim``, claim it in the same statement."""
         agent_id = self.agent["agent_id"]
         note_task(agent_id, task.id)
         try:
@@ -82,6 +87,8 @@ class Start:
                     self.caller.sub,
                     self.body.team_id,
                     {"messageId": self.message_id},
+                    claim,
+                    self.claim_ttl(),
                 )
         except Exception:
             log.exception("agent %s started task %s but it could not be stored", agent_id, task.id)

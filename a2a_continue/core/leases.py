@@ -4,7 +4,8 @@ A task is *live* while its stored state is ``submitted`` or ``working``, or whil
 ``returnImmediately`` waits for the agent to report a new status (``watch_past``). One process
 at a time holds a task's lease (token + expiry); a lease that is not renewed expires, and any
 process may then take it over. A follow-up claim and a watch lease never hold one task at once:
-each statement that takes one refuses a task the other holds.
+each statement that takes one refuses a task the other holds. A watch ends once the stored
+task no longer needs it (``settled``), whoever wrote that state.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from a2a_continue.a2a import protocol
+from a2a_continue.core.snapshots import status_mark
 from a2a_continue.core.tasks import TERMINAL_SQL, notify_sql
+from a2a_continue.core.updates import TASK, Update
 from a2a_continue.runtime.db import Conn, Record
 
 LIVE_SQL = f"""t.state NOT IN {TERMINAL_SQL}
@@ -65,11 +69,13 @@ WHERE t.agent_id = $1 AND t.task_id = $2 AND a.id = t.agent_id
 RETURNING {LEASED_COLUMNS}
 """
 
+# Also returns how each task stands as stored, so that a task settled by another writer (a
+# cancel, a refresh) ends its watch even while the agent says nothing.
 RENEW = """
 UPDATE a2a_tasks t SET watch_expires_at = now() + make_interval(secs => $3)
 FROM unnest($1::uuid[], $2::uuid[]) AS held (id, token)
 WHERE t.id = held.id AND t.watch_token = held.token
-RETURNING t.id
+RETURNING t.id, t.state, t.status_message, t.watch_past
 """
 
 # Give leases back without ending the watch: another process takes the tasks at its next pick-up.
@@ -104,6 +110,24 @@ SELECT seq, {notify_sql("failed.task")} AS notified FROM failed
 
 FORGET_PAST = "UPDATE a2a_tasks SET watch_past = NULL WHERE id = $1 AND watch_token = $2"
 
+STORED_STATUS = "SELECT state, status_message FROM a2a_tasks WHERE id = $1"
+
+
+def settled(state: str, status_message: Any, past: dict[str, Any] | None) -> bool:
+    """Tell whether a task stored so needs no more watching.
+
+    A terminal task never does; an interrupted one does not unless it still shows the status
+    a ``returnImmediately`` send was answered with (``past``, compared by state and message).
+    """
+    if protocol.is_terminal_task_state(state):
+        return True
+    if not protocol.is_interrupted_task_state(state):
+        return False
+    if past is None:
+        return True
+    mark = status_mark(Update(TASK, state=state, status_message=status_message))
+    return (mark["state"], mark["message"]) != (past.get("state"), past.get("message"))
+
 
 async def pick_up(conn: Conn, limit: int, lease_s: float) -> list[Record]:
     """Lease up to ``limit`` live tasks that nobody holds; return them with their agents."""
@@ -127,10 +151,15 @@ async def hand_over(
     return row
 
 
-async def renew(conn: Conn, held: dict[uuid.UUID, uuid.UUID], lease_s: float) -> set[uuid.UUID]:
-    """Extend the leases held (task row id → token); return the tasks still held."""
+async def renew(
+    conn: Conn, held: dict[uuid.UUID, uuid.UUID], lease_s: float
+) -> dict[uuid.UUID, bool]:
+    """Extend the leases held (task row id → token); return the tasks still held, each with
+    whether it is ``settled`` as stored."""
     rows = await conn.fetch(RENEW, list(held), list(held.values()), lease_s)
-    return {row["id"] for row in rows}
+    return {
+        row["id"]: settled(row["state"], row["status_message"], row["watch_past"]) for row in rows
+    }
 
 
 async def release(conn: Conn, held: dict[uuid.UUID, uuid.UUID]) -> None:
@@ -153,3 +182,9 @@ async def give_up(
 async def forget_past(conn: Conn, row_id: uuid.UUID, token: uuid.UUID) -> None:
     """The agent reported a new status: any later interrupted one ends the watch."""
     await conn.execute(FORGET_PAST, row_id, token)
+
+
+async def stored_settled(conn: Conn, row_id: uuid.UUID, past: dict[str, Any] | None) -> bool | None:
+    """Tell whether the stored task is ``settled``; None when it no longer exists."""
+    row = await conn.fetchrow(STORED_STATUS, row_id)
+    return None if row is None else settled(row["state"], row["status_message"], past)

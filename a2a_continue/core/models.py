@@ -202,6 +202,8 @@ def decode_body(raw: bytes, kind: type[T]) -> T:
     decoder = _decoders.get(kind)
     if decoder is None:
         decoder = _decoders[kind] = msgspec.json.Decoder(kind)
+    if not raw.strip():
+        raise Invalid([{"loc": "$", "msg": "the request body is empty; expected a JSON object"}])
     check_storable_body(raw)
     try:
         value: T = decoder.decode(raw)

@@ -10,14 +10,14 @@ from collections.abc import Mapping
 
 import msgspec
 
-from a2a_continue.errors import Invalid
+from a2a_continue.errors import InvalidQuery
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 
 
-def _bad(name: str, msg: str) -> Invalid:
-    return Invalid([{"loc": f"$.query.{name}", "msg": msg}])
+def _bad(name: str, msg: str) -> InvalidQuery:
+    return InvalidQuery(name, msg)
 
 
 def int_param(params: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:

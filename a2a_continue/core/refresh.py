@@ -11,7 +11,7 @@ from a2a_continue.core.models import TaskOut
 from a2a_continue.core.snapshots import ask_agent
 from a2a_continue.core.tasks import find_task, task_out
 from a2a_continue.core.updates import ERROR, TASK, record_update
-from a2a_continue.errors import AgentBadAnswer, Invalid
+from a2a_continue.errors import AgentBadAnswer, InvalidQuery
 from a2a_continue.runtime.gateway import Gateway, target_of
 
 _FLAGS = {"true": True, "1": True, "false": False, "0": False}
@@ -25,7 +25,7 @@ def refresh_param(params: Mapping[str, str]) -> bool:
     flag = _FLAGS.get(raw.strip().lower())
     if flag is None:
         msg = f"must be true or false, got {raw!r}"
-        raise Invalid([{"loc": "$.query.refresh", "msg": msg}])
+        raise InvalidQuery("refresh", msg)
     return flag
 
 

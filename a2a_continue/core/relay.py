@@ -2,8 +2,9 @@
 
 The agent's stream is read by a background task, not by the response: a caller who goes
 away stops receiving, while the gateway reads the stream to its end, records it and
-releases the follow-up's claim. An agent without streaming gets the blocking send and the
-caller its answer as one event.
+releases the task's claim (a start claims its task with `task_created`, a follow-up before
+it sends), so that no watcher follows the task while its stream runs. An agent without
+streaming gets the blocking send and the caller its answer as one event.
 """
 
 from __future__ import annotations
@@ -19,18 +20,25 @@ from typing import Any
 import msgspec
 
 from a2a_continue.a2a import protocol
-from a2a_continue.a2a.agent_stream import Frame, stream_rpc
+from a2a_continue.a2a.agent_stream import Frame
 from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.core.agents import streams
 from a2a_continue.core.callers import Caller
-from a2a_continue.core.continuation import FollowUp, begin_follow_up, send_follow_up
-from a2a_continue.core.exchange import Forwarded
+from a2a_continue.core.continuation import (
+    RELEASE_CLAIM,
+    RENEW_CLAIM,
+    FollowUp,
+    begin_follow_up,
+    send_follow_up,
+)
+from a2a_continue.core.exchange import Forwarded, exchange_stream
 from a2a_continue.core.idempotency import KeySlot
 from a2a_continue.core.invoke import Start, begin_start, start_task
 from a2a_continue.core.models import ContinueBody, StartBody
 from a2a_continue.core.tasks import record_outcome
 from a2a_continue.core.updates import ERROR, STATUS, Update, parse_frame, record_update
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AppError
+from a2a_continue.obs import metrics
 from a2a_continue.runtime.gateway import Gateway
 
 log = logging.getLogger(__name__)
@@ -112,10 +120,14 @@ def single(result: Forwarded) -> Relay:
 
 
 class Recorder:
-    """Records a stream's frames on the task; the start and the follow-up differ in the first."""
+    """Records a stream's frames on the task, under its claim; the start and the follow-up
+    differ in the first frame and in how the claim is taken."""
 
-    def __init__(self, gw: Gateway, caller: Caller, message_id: str) -> None:
+    def __init__(
+        self, gw: Gateway, caller: Caller, message_id: str, claim: uuid.UUID, claim_ttl: float
+    ) -> None:
         self.gw, self.caller, self.message_id = gw, caller, message_id
+        self.claim, self.claim_ttl = claim, claim_ttl  # the lifetime of the claim unless renewed
         self.row_id: uuid.UUID | None = None
         self.task_id: str | None = None
         self.frames = 0
@@ -151,17 +163,35 @@ class Recorder:
         except Exception:
             log.exception("could not log the failed stream on task %s", self.row_id)
 
+    async def renew(self) -> None:
+        """Push the claim's expiry forward by its lifetime (none before the task is known)."""
+        if self.row_id is not None:
+            async with self.gw.connection() as conn:
+                await conn.execute(RENEW_CLAIM, self.row_id, self.claim, self.claim_ttl)
+
+    async def release(self) -> None:
+        """Give up the claim without recording anything."""
+        if self.row_id is None:
+            return
+        try:
+            async with self.gw.connection() as conn:
+                await conn.execute(RELEASE_CLAIM, self.row_id, self.claim)
+        except Exception:
+            log.exception("could not release the claim on task %s", self.row_id)
+
     async def done(self) -> None:
-        """The stream has ended, however it ended: a task it left live goes to the watcher."""
+        """The stream has ended, however it ended: its claim is released, and a task it left
+        live goes to the watcher."""
+        await self.release()
         if self.gw.watcher is not None:
             self.gw.watcher.nudge()
 
 
 class StartRecorder(Recorder):
-    """A streamed start: `task_created` as soon as a frame names the task."""
+    """A streamed start: `task_created` as soon as a frame names the task, claiming it."""
 
     def __init__(self, start: Start, key: KeySlot | None = None) -> None:
-        super().__init__(start.gw, start.caller, start.message_id)
+        super().__init__(start.gw, start.caller, start.message_id, uuid.uuid4(), start.claim_ttl())
         self.start = start
         self.key = key
 
@@ -171,23 +201,25 @@ class StartRecorder(Recorder):
             await super().frame(update)
             return
         self.frames += 1
-        await self.start.store(task)  # 503, or 502 for another caller's task: ends the stream
+        # 503, or 502 for another caller's task: ends the stream.
+        await self.start.store(task, self.claim)
         self.task_id = task.id
-        if self.key is not None:
-            await self.key.mark_streamed(task.id)  # retries of the key are sent to its events
         async with self.gw.connection() as conn:
             self.row_id = await conn.fetchval(
                 "SELECT id FROM a2a_tasks WHERE agent_id = $1 AND task_id = $2",
                 self.start.agent["agent_id"],
                 task.id,
             )
+        if self.key is not None:
+            await self.key.mark_streamed(task.id)  # retries of the key are sent to its events
 
 
 class FollowUpRecorder(Recorder):
     """A streamed follow-up: `task_continued` with the first frame, the claim held throughout."""
 
     def __init__(self, follow_up: FollowUp) -> None:
-        super().__init__(follow_up.gw, follow_up.caller, follow_up.message_id)
+        claim, ttl = follow_up.claim, follow_up.claim_ttl()
+        super().__init__(follow_up.gw, follow_up.caller, follow_up.message_id, claim, ttl)
         self.follow_up = follow_up
         self.row_id = follow_up.row["row_id"]
         self.task_id = follow_up.row["task_id"]
@@ -197,6 +229,7 @@ class FollowUpRecorder(Recorder):
             await super().frame(update)
             return
         self.frames += 1
+        metrics.followup("continued")
         data: dict[str, Any] = {"messageId": self.message_id}
         if update.error_code is not None:
             data["error"] = {"code": update.error_code}
@@ -219,21 +252,18 @@ class FollowUpRecorder(Recorder):
             log.exception("could not record the follow-up to task %s", self.row_id)
 
     async def failed(self, error: AppError) -> None:
-        await self.follow_up.failed(error)
-
-    async def done(self) -> None:
-        await self.follow_up.release()
-        await super().done()
+        # A follow-up counts once: one the agent already answered stays `continued`.
+        await self.follow_up.failed(error, counted=self.frames == 0)
 
 
-async def _renew(follow_up: FollowUp) -> None:
-    every = max(follow_up.claim_ttl() / 3, 0.1)
+async def _renew(recorder: Recorder) -> None:
+    every = max(recorder.claim_ttl / 3, 0.1)
     while True:
         await asyncio.sleep(every)
         try:
-            await follow_up.renew()
+            await recorder.renew()
         except Exception:
-            log.warning("could not renew the claim on task %s", follow_up.row["row_id"])
+            log.warning("could not renew the claim on task %s", recorder.row_id)
 
 
 async def _pump(
@@ -245,14 +275,12 @@ async def _pump(
 ) -> None:
     """Read the agent's stream to its end (bounded), recording and relaying each frame."""
     failure: AppError | None = None
-    max_bytes = gw.settings.max_agent_response_bytes
     try:
         try:
+            # The call is counted outside the time limit, so that it sees the limit's TimeoutError.
             async with (
+                exchange_stream(gw, target, payload) as frames,
                 asyncio.timeout(gw.settings.stream_max_s),
-                contextlib.aclosing(
-                    stream_rpc(gw.session, target, payload, max_bytes, gw.settings.agent_networks)
-                ) as frames,
             ):
                 async for frame in frames:
                     update = _parse(frame)
@@ -290,16 +318,14 @@ async def _run(
     payload: dict[str, Any],
     recorder: Recorder,
     relay: Relay,
-    follow_up: FollowUp | None = None,
 ) -> None:
-    renewing = asyncio.create_task(_renew(follow_up)) if follow_up is not None else None
+    renewing = asyncio.create_task(_renew(recorder))
     try:
         await _pump(gw, target, payload, recorder, relay)
     finally:
-        if renewing is not None:
-            renewing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewing
+        renewing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await renewing
 
 
 async def _open(
@@ -307,7 +333,6 @@ async def _open(
     target: AgentTarget,
     payload: dict[str, Any],
     recorder: Recorder,
-    follow_up: FollowUp | None = None,
 ) -> Relay:
     relay = Relay()
     # The agent's slot is held for the whole stream (see isolation.py); a busy agent is a
@@ -316,11 +341,10 @@ async def _open(
     try:
         gw.slots.take(agent)
     except AppError:
-        if follow_up is not None:
-            await follow_up.release()
+        await recorder.release()
         raise
     try:
-        work = _run(gw, target, payload, recorder, relay, follow_up)
+        work = _run(gw, target, payload, recorder, relay)
         gw.streams.spawn(_holding_slot(gw, agent, work), name=f"a2ac-stream-{payload['id']}")
     except BaseException:
         gw.slots.give(agent)
@@ -365,4 +389,4 @@ async def stream_follow_up(
     except BaseException:
         await follow_up.release()
         raise
-    return await _open(gw, target, payload, FollowUpRecorder(follow_up), follow_up)
+    return await _open(gw, target, payload, FollowUpRecorder(follow_up))

@@ -16,7 +16,7 @@ from a2a_continue.core.pagination import (
     int_param,
     limit_param,
 )
-from a2a_continue.errors import Invalid, NotFound
+from a2a_continue.errors import InvalidQuery, NotFound
 from a2a_continue.runtime.db import Conn, Record
 from a2a_continue.runtime.hub import EVENTS_CHANNEL
 
@@ -92,17 +92,28 @@ async def append_event(
     return int(seq)
 
 
+# An existing row a new task's claim may take: no claim (an expired one is left to the sweep,
+# which logs it) and no live watch lease.
+_CLAIMABLE = """EXCLUDED.claim_token IS NOT NULL AND t.claim_token IS NULL
+    AND (t.watch_token IS NULL OR t.watch_expires_at < now())"""
+
 # Insert the task an agent reported, or refresh the caller's own row of it (another caller's
 # row is left alone); a terminal state is never overwritten. A new row starts its log with
 # `task_created` (seq 1) in the same statement. That event notifies nobody: no stream can wait
-# on a row the statement creates (see notify_sql).
+# on a row the statement creates (see notify_sql). A streamed start takes the task's claim
+# here ($10 for $11 s; NULL takes none), so that no watch lease is taken while its stream runs;
+# an existing row is claimed only when nobody holds it.
 RECORD_NEW_TASK = f"""
 WITH up AS (
     INSERT INTO a2a_tasks AS t (agent_id, task_id, context_id, state, status_message,
-        artifacts, owner, team_id, completed_at, last_seq)
+        artifacts, owner, team_id, completed_at, last_seq, claim_token, claim_expires_at)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
-        CASE WHEN $4 IN {TERMINAL_SQL} THEN now() END, 1)
+        CASE WHEN $4 IN {TERMINAL_SQL} THEN now() END, 1,
+        $10::uuid, CASE WHEN $10::uuid IS NOT NULL THEN now() + make_interval(secs => $11) END)
     ON CONFLICT (agent_id, task_id) DO UPDATE SET
+        claim_token = CASE WHEN {_CLAIMABLE} THEN EXCLUDED.claim_token ELSE t.claim_token END,
+        claim_expires_at = CASE WHEN {_CLAIMABLE} THEN EXCLUDED.claim_expires_at
+                                ELSE t.claim_expires_at END,
         state = CASE WHEN t.state IN {TERMINAL_SQL} THEN t.state ELSE EXCLUDED.state END,
         status_message = CASE WHEN t.state IN {TERMINAL_SQL} THEN t.status_message
                               ELSE EXCLUDED.status_message END,
@@ -129,8 +140,11 @@ async def record_new_task(
     owner: str,
     team_id: str | None,
     data: dict[str, Any],
+    claim: uuid.UUID | None = None,
+    claim_s: float = 0.0,
 ) -> str | None:
-    """Store a task the agent reported for ``owner``; return its stored state.
+    """Store a task the agent reported for ``owner`` (with ``claim``: claimed for ``claim_s``);
+    return its stored state.
 
     None means the agent's task id is already recorded for another caller.
     """
@@ -145,6 +159,8 @@ async def record_new_task(
         owner,
         team_id,
         data,
+        claim,
+        claim_s,
     )
     return None if row is None else str(row["state"])
 
@@ -255,7 +271,7 @@ def _state_filter(params: Mapping[str, str]) -> str | None:
     state = canonical_state(raw)
     if state == "unknown" and raw.strip().lower() != "unknown":
         msg = f"must be one of {', '.join(CANONICAL_STATES)}"
-        raise Invalid([{"loc": "$.query.state", "msg": msg}])
+        raise InvalidQuery("state", msg)
     return state
 
 

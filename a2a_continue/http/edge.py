@@ -2,7 +2,10 @@
 
 Per request, once each: find the route, give the request its id, authenticate the caller
 and check the route's permission, call the handler, render any error as problem+json,
-count the request and write its log line.
+count the request and write its log line. Routing comes first: a path no route matches is
+404 and a wrong method 405, token or not; a path that fits a route's template but holds a
+value its convertor refuses (an agent id that is no UUID) needs the token like the route,
+then is 404.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from inspect import isfunction, ismethod
 from typing import Any
+from urllib.parse import unquote
 
-from starlette.convertors import Convertor
+from starlette.convertors import Convertor, UUIDConvertor
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -43,6 +47,10 @@ log = logging.getLogger(__name__)
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 _CONVERTOR = re.compile(r":[a-zA-Z_][a-zA-Z0-9_]*}")
+_PARAM = re.compile(r"{([a-zA-Z_][a-zA-Z0-9_]*)(?::[a-zA-Z_][a-zA-Z0-9_]*)?}")
+
+# A path parameter its convertor refused: (name, raw value).
+Malformed = tuple[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +64,14 @@ class Entry:
     convertors: dict[str, Convertor[Any]]
     methods: frozenset[str]
     endpoint: Endpoint | None  # a plain async function of a request; else `route` is ASGI
+    loose: re.Pattern[str] | None  # the template with any one segment for each parameter
 
     @classmethod
     def of(cls, route: BaseRoute) -> Entry:
         """Prepare ``route`` for matching."""
         if not isinstance(route, Route):
             path = str(getattr(route, "path", ""))
-            return cls(route, path, _CONVERTOR.sub("}", path), None, {}, frozenset(), None)
+            return cls(route, path, _CONVERTOR.sub("}", path), None, {}, frozenset(), None, None)
         endpoint = (
             route.endpoint if isfunction(route.endpoint) or ismethod(route.endpoint) else None
         )
@@ -74,6 +83,7 @@ class Entry:
             route.param_convertors,
             frozenset(route.methods or ()),
             endpoint,
+            _loose(route.path),
         )
 
     def match(self, scope: Scope) -> tuple[bool, dict[str, Any]] | None:
@@ -89,6 +99,16 @@ class Entry:
         params = {k: self.convertors[k].convert(v) for k, v in m.groupdict().items()}
         return scope["method"] in self.methods, params
 
+    def misfit(self, scope: Scope) -> Malformed | None:
+        """The parameter its convertor refuses when the path fits the template, else None."""
+        m = self.loose.match(scope["path"]) if self.loose is not None else None
+        if m is None:
+            return None
+        for name, value in m.groupdict().items():
+            if not re.fullmatch(self.convertors[name].regex, value):
+                return name, value
+        return None
+
     async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the route's handler and send its response."""
         if self.endpoint is None:
@@ -96,6 +116,28 @@ class Entry:
             return
         response = await self.endpoint(Request(scope, receive, send))
         await response(scope, receive, send)
+
+
+def _loose(path: str) -> re.Pattern[str] | None:
+    """``path`` as a pattern taking any one segment for each parameter (None: it has none)."""
+    parts = _PARAM.split(path)
+    if len(parts) == 1:
+        return None
+    pattern = "".join(
+        re.escape(part) if i % 2 == 0 else f"(?P<{part}>[^/]+)" for i, part in enumerate(parts)
+    )
+    return re.compile(f"^{pattern}$")
+
+
+def no_such(name: str, value: str, convertor: Convertor[Any]) -> NotFound:
+    """The 404 of a path parameter no resource can have (``agent_id`` → no agent)."""
+    noun = name.removesuffix("_id")
+    why = f" ({noun} ids are UUIDs)" if isinstance(convertor, UUIDConvertor) else ""
+    return NotFound(f"no {noun} with id {unquote(value)!r}{why}")
+
+
+# The route of a request: (entry, method allowed, path params, a parameter refused).
+Found = tuple[Entry | None, bool, dict[str, Any], Malformed | None]
 
 
 class Edge:
@@ -125,8 +167,8 @@ class Edge:
         """Wait until no request is in flight."""
         await self._idle.wait()
 
-    def match(self, scope: Scope) -> tuple[Entry | None, bool, dict[str, Any]]:
-        """The route of the request: (entry, method allowed, path params)."""
+    def match(self, scope: Scope) -> Found:
+        """The route of the request: (entry, method allowed, path params, refused param)."""
         method = scope["method"]
         candidates = self.by_method.get(method)
         if candidates is None:
@@ -138,40 +180,58 @@ class Edge:
         for entry in candidates:
             found = entry.match(scope)
             if found is not None and found[0]:
-                return entry, True, found[1]
+                return entry, True, found[1], None
         partial: tuple[Entry, dict[str, Any]] | None = None
         for entry in self.entries:
             found = entry.match(scope)
             if found is None:
                 continue
             if found[0]:
-                return entry, True, found[1]
+                return entry, True, found[1], None
             if partial is None:
                 partial = entry, found[1]
+        if partial is not None:
+            return partial[0], False, partial[1], None
+        return self.match_template(scope)
+
+    def match_template(self, scope: Scope) -> Found:
+        """The route whose template the path fits though a parameter is refused, if any."""
+        partial: tuple[Entry, Malformed] | None = None
+        for entry in self.entries:
+            misfit = entry.misfit(scope)
+            if misfit is None:
+                continue
+            if scope["method"] in entry.methods:
+                return entry, True, {}, misfit
+            if partial is None:
+                partial = entry, misfit
         if partial is None:
-            return None, False, {}
-        return partial[0], False, partial[1]
+            return None, False, {}, None
+        return partial[0], False, {}, partial[1]
 
     def allowed_methods(self, scope: Scope) -> str:
         """The methods of every route whose path matches (one path may span several)."""
         methods: set[str] = set()
         for entry in self.entries:
-            if entry.match(scope) is not None:
+            if entry.match(scope) is not None or entry.misfit(scope) is not None:
                 methods |= entry.methods
         return ", ".join(sorted(methods))
 
     async def permit(self, scope: Scope, entry: Entry | None, allowed: bool) -> Caller | None:
-        """The caller allowed to make this request (None on a public route), or the refusal."""
-        method = "GET" if scope["method"] == "HEAD" else scope["method"]
-        if entry is not None and allowed and (method, entry.path) in auth.PUBLIC:
-            return None
-        caller = await self.tokens.caller(auth.bearer_token(scope))
+        """The caller allowed to make this request (None on a public route), or the refusal.
+
+        The route comes first: what no route serves is refused before any token is read.
+        """
         if entry is None:
             raise NotFound(f"no route matches {scope['path']}")
         if not allowed:
             error = MethodNotAllowed(f"{scope['method']} is not allowed on {scope['path']}")
             error.headers["Allow"] = self.allowed_methods(scope)
             raise error
+        method = "GET" if scope["method"] == "HEAD" else scope["method"]
+        if (method, entry.path) in auth.PUBLIC:
+            return None
+        caller = await self.tokens.caller(auth.bearer_token(scope))
         auth.check_permission(caller, method, entry.path)
         return caller
 
@@ -203,17 +263,18 @@ class Edge:
         if raw and b"%" in raw:
             # Route on the path as the client encoded it: an encoded '/' stays in its segment.
             scope = {**scope, "path": routing_path(raw.partition(b"?")[0])}
-        entry, allowed, params = self.match(scope)
+        found = self.match(scope)
+        entry = found[0]
         self.inflight += 1
         self._idle.clear()
         try:
             if telemetry.tracing():
                 route = entry.template if entry else UNMATCHED
                 with telemetry.request_span(info, scope["method"], route) as span:
-                    await self.guarded(scope, receive, reply, entry, allowed, params, info, refused)
+                    await self.guarded(scope, receive, reply, found, info, refused)
                     span.set_attribute("http.response.status_code", status)
             else:
-                await self.guarded(scope, receive, reply, entry, allowed, params, info, refused)
+                await self.guarded(scope, receive, reply, found, info, refused)
         finally:
             self.inflight -= 1
             if not self.inflight:
@@ -225,13 +286,12 @@ class Edge:
         scope: Scope,
         receive: Receive,
         send: Send,
-        entry: Entry | None,
-        allowed: bool,
-        params: dict[str, Any],
+        found: Found,
         info: RequestInfo,
         refused: AppError | None,
     ) -> None:
         """Authorize and run the handler; render what it raises as problem+json."""
+        entry, allowed, params, misfit = found
         started = False
 
         async def tracked(message: Message) -> None:
@@ -247,6 +307,8 @@ class Edge:
             if caller is not None:
                 info.sub = caller.sub
                 scope.setdefault("state", {})["caller"] = caller
+            if misfit is not None:
+                raise no_such(*misfit, entry.convertors[misfit[0]])
             scope["path_params"] = params
             if "agent_id" in params:
                 telemetry.note_task(params["agent_id"], params.get("task_id"))

@@ -123,7 +123,9 @@ async def create_agent(request: Request) -> Response:
         agent = await agents.create_agent(
             conn, caller_of(request), body, gw.sealer, gw.settings.agent_networks, card
         )
-    return json_response(agent, status=201)
+    created = json_response(agent, status=201)
+    created.headers["Location"] = f"/v1/a2a/agents/{agent.id}"
+    return created
 
 
 async def list_agents(request: Request) -> Response:

@@ -1,36 +1,22 @@
 """The API description: an OpenAPI 3.1 document built from the route table, the permission
-table and the msgspec wire types, and a docs page rendering it with Swagger UI from a package.
+table, the operations table (``operations.py``) and the msgspec wire types.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from importlib import metadata, resources
-from pathlib import Path
+from importlib import metadata
 from typing import Any
 
 import msgspec
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from a2a_continue import errors
 from a2a_continue.core.callers import PERMISSIONS, PUBLIC
-from a2a_continue.core.models import (
-    AgentCreate,
-    AgentList,
-    AgentOut,
-    AgentPatch,
-    CancelBody,
-    ContinueBody,
-    EventList,
-    StartBody,
-    TaskList,
-    TaskOut,
-)
 from a2a_continue.errors import PROBLEM_JSON, AppError
+from a2a_continue.http.operations import OPERATIONS, Operation
 
 JSON = dict[str, Any]
 PROBLEM_PREFIX = "urn:a2a-continue:problem:"
@@ -53,139 +39,6 @@ class Problem(msgspec.Struct, kw_only=True):
     errors: list[ErrorItem] | msgspec.UnsetType = msgspec.UNSET
     state: str | msgspec.UnsetType = msgspec.UNSET
 
-
-@dataclass(frozen=True)
-class Param:
-    """A query parameter."""
-
-    name: str
-    description: str
-    schema: JSON = field(default_factory=lambda: {"type": "string"})
-
-
-@dataclass(frozen=True)
-class Operation:
-    """What the document says of one route beyond its path, method and permission."""
-
-    summary: str
-    body: type | None = None
-    body_optional: bool = False
-    status: int = 200
-    answer: type | str | None = None  # a wire type, a description of raw JSON, or nothing
-    query: tuple[Param, ...] = ()
-    problems: tuple[int, ...] = ()
-    task_state: bool = False
-    sse: str | None = None  # what the route streams with ``Accept: text/event-stream``
-    idempotent: bool = False  # takes an ``Idempotency-Key`` (SPEC §10)
-
-
-_LIMIT = Param("limit", "page size", {"type": "integer", "minimum": 1, "maximum": 200})
-_CURSOR = Param("cursor", "the `nextCursor` of the previous page")
-_AGENT_ANSWER = "the agent's JSON-RPC answer, byte for byte"
-_RELAY = (
-    "each frame of the agent's stream as one event (`task`, `message`, `status-update`,"
-    " `artifact-update`, `error`) whose data is the agent's JSON-RPC object unchanged"
-)
-_DB = 503
-_AGENT = (502, 504)
-
-# Keyed by method and the path in OpenAPI form, whatever convertors the routes use.
-AGENT = "/v1/a2a/agents/{agent_id}"
-TASK = "/v1/a2a/{agent_id}/tasks/{task_id}"
-
-OPERATIONS: dict[tuple[str, str], Operation] = {
-    ("GET", "/healthz"): Operation("The process is alive", answer='`{"status": "ok"}`'),
-    ("GET", "/readyz"): Operation(
-        "The database answers", answer='`{"status": "ready"}`', problems=(_DB,)
-    ),
-    ("GET", "/openapi.json"): Operation("This document", answer="the OpenAPI document"),
-    ("GET", "/docs"): Operation("A page rendering this document", answer="text/html"),
-    ("GET", "/docs/{asset}"): Operation("The docs page's assets", answer="a file", problems=(404,)),
-    ("GET", "/metrics"): Operation(
-        "Prometheus metrics (text exposition format; every worker's under --workers)",
-        answer="text/plain",
-    ),
-    ("POST", "/v1/a2a/agents"): Operation(
-        "Register an agent (by endpoint, or from its agent card with `cardUrl`)",
-        body=AgentCreate,
-        status=201,
-        answer=AgentOut,
-        problems=(403, 413, 422, _DB),
-    ),
-    ("GET", "/v1/a2a/agents"): Operation(
-        "List the agents the caller can see, newest first",
-        answer=AgentList,
-        query=(_LIMIT, _CURSOR),
-        problems=(422, _DB),
-    ),
-    ("GET", AGENT): Operation("Show one agent", answer=AgentOut, problems=(404, _DB)),
-    ("PATCH", AGENT): Operation(
-        "Change an agent (owner or admin); `cardUrl` fetches its card again",
-        body=AgentPatch,
-        answer=AgentOut,
-        problems=(403, 404, 413, 422, _DB),
-    ),
-    ("DELETE", AGENT): Operation(
-        "Delete an agent with its tasks and events (owner or admin)",
-        status=204,
-        problems=(403, 404, _DB),
-    ),
-    ("POST", "/v1/a2a/{agent_id}/messages"): Operation(
-        "Start a task: send the agent a first message",
-        body=StartBody,
-        answer=_AGENT_ANSWER,
-        problems=(400, 403, 404, 413, 422, *_AGENT, _DB),
-        task_state=True,
-        sse=_RELAY,
-        idempotent=True,
-    ),
-    ("GET", "/v1/a2a/{agent_id}/tasks"): Operation(
-        "List the caller's tasks of one agent, newest first",
-        answer=TaskList,
-        query=(
-            Param("state", "only tasks in this canonical state"),
-            Param("contextId", "only tasks of this context"),
-            _LIMIT,
-            _CURSOR,
-        ),
-        problems=(404, 422, _DB),
-    ),
-    ("GET", TASK): Operation(
-        "Show one task (`refresh=true`: ask the agent with GetTask first, record any change)",
-        answer=TaskOut,
-        query=(Param("refresh", "`true` asks the agent now", {"type": "boolean"}),),
-        problems=(404, 422, *_AGENT, _DB),
-    ),
-    ("GET", TASK + "/events"): Operation(
-        "List a task's events after a sequence number, ascending",
-        answer=EventList,
-        query=(
-            Param("after", "return events with a larger `seq`", {"type": "integer", "minimum": 0}),
-            Param("limit", "page size", {"type": "integer", "minimum": 1, "maximum": 1000}),
-            Param("until", "with the event stream: `terminal` (default) or `interrupted`"),
-        ),
-        problems=(404, 422, _DB),
-        sse="the task's events: `id: <seq>`, `event: <type>`, `data: <the event JSON>`;"
-        " resumes after `Last-Event-ID`",
-    ),
-    ("POST", TASK + "/messages"): Operation(
-        "Continue a task: answer an agent waiting in input-required or auth-required",
-        body=ContinueBody,
-        answer=_AGENT_ANSWER,
-        problems=(400, 404, 409, 413, 422, *_AGENT, _DB),
-        task_state=True,
-        sse=_RELAY,
-        idempotent=True,
-    ),
-    ("POST", TASK + "/cancel"): Operation(
-        "Cancel a task",
-        body=CancelBody,
-        body_optional=True,
-        answer=TaskOut,
-        problems=(404, 409, 413, 422, *_AGENT, _DB),
-        idempotent=True,
-    ),
-}
 
 # The header of a safe retry, and what marks its replayed answer.
 _KEY_PARAM: JSON = {
@@ -286,6 +139,9 @@ def _answer(op: Operation, ref: dict[type, JSON]) -> JSON:
         }
     if op.idempotent:
         answer.setdefault("headers", {})["Idempotent-Replayed"] = _REPLAYED_HEADER
+    if op.location is not None:
+        location = {"description": op.location, "schema": {"type": "string"}}
+        answer.setdefault("headers", {})["Location"] = location
     return answer
 
 
@@ -326,15 +182,18 @@ def _operation(
     else:
         result["x-permission"] = permission
     if op.body is not None:
+        media: JSON = {"schema": ref[op.body] if isinstance(op.body, type) else op.body}
+        if op.example is not None:
+            media["example"] = op.example
         result["requestBody"] = {
             "required": not op.body_optional,
-            "content": {"application/json": {"schema": ref[op.body]}},
+            "content": {"application/json": media},
         }
     codes = set(op.problems) | ({401, 403} if not public else set())
     if op.idempotent:
         result["parameters"].append(_KEY_PARAM)
         codes |= {409, 422}  # a key in flight, streamed, reused or malformed
-    if op.body is not None:
+    if isinstance(op.body, type):
         codes |= {408, 413, 422}  # a body that arrives too slowly, too large, or invalid
     for status in sorted(codes):
         result["responses"][str(status)] = _problem_response(status, problems.get(status, []))
@@ -435,65 +294,4 @@ async def openapi_json(request: Request) -> Response:
     return Response(_document, media_type="application/json")
 
 
-def _assets_dir() -> Path:
-    """Swagger UI's files in the package ``swagger_ui_bundle`` (``vendor/swagger-ui-<version>``)."""
-    vendor = Path(str(resources.files("swagger_ui_bundle"))) / "vendor"
-    found = sorted(vendor.glob("swagger-ui-*"))
-    if not found:
-        raise RuntimeError(f"no Swagger UI files under {vendor}")
-    return found[-1]
-
-
-ASSETS_DIR = _assets_dir()
-ASSETS = {
-    "swagger-ui.css": "text/css",
-    "swagger-ui-bundle.js": "text/javascript",
-    "favicon-32x32.png": "image/png",
-    "favicon-16x16.png": "image/png",
-}
-
-# Every URL is relative, so the page works behind any prefix and reaches nothing outside.
-DOCS_PAGE = """<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>a2a-continue API</title>
-<link rel="stylesheet" href="docs/swagger-ui.css">
-<link rel="icon" type="image/png" href="docs/favicon-32x32.png" sizes="32x32">
-</head>
-<body>
-<div id="swagger-ui"></div>
-<script src="docs/swagger-ui-bundle.js"></script>
-<script>
-window.ui = SwaggerUIBundle({
-  url: "openapi.json",
-  dom_id: "#swagger-ui",
-  validatorUrl: null,
-  deepLinking: true,
-  persistAuthorization: false
-});
-</script>
-</body>
-</html>
-"""
-
-
-async def docs(request: Request) -> Response:
-    """A page rendering the OpenAPI document (Swagger UI, served by the gateway)."""
-    return HTMLResponse(DOCS_PAGE)
-
-
-async def docs_asset(request: Request) -> Response:
-    """One asset of the docs page, from the Swagger UI package."""
-    name = request.path_params["asset"]
-    media_type = ASSETS.get(name)
-    if media_type is None:
-        raise errors.NotFound(f"no docs asset named {name!r}")
-    return FileResponse(ASSETS_DIR / name, media_type=media_type)
-
-
-ROUTES = [
-    Route("/openapi.json", openapi_json, methods=["GET"]),
-    Route("/docs", docs, methods=["GET"]),
-    Route("/docs/{asset}", docs_asset, methods=["GET"]),
-]
+ROUTES = [Route("/openapi.json", openapi_json, methods=["GET"])]

@@ -7,7 +7,7 @@ from urllib.parse import parse_qsl, quote, unquote
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.types import Scope
 
-from a2a_continue.errors import Invalid
+from a2a_continue.errors import Invalid, InvalidQuery
 from a2a_continue.limits import NUL
 
 
@@ -42,6 +42,5 @@ def refused_text(scope: Scope) -> Invalid | None:
     query = scope.get("query_string", b"").decode("latin-1")
     for name, value in parse_qsl(query, keep_blank_values=True):
         if NUL in name or NUL in value:
-            loc = f"$.query.{name.replace(NUL, '?')}"
-            return Invalid([{"loc": loc, "msg": "must not contain U+0000"}])
+            return InvalidQuery(name.replace(NUL, "?"), "must not contain U+0000")
     return None

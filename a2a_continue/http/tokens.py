@@ -28,6 +28,7 @@ JWKS_TIMEOUT_S = 10.0
 JWKS_LIFESPAN_S = 300.0
 JWKS_COOLDOWN_S = 10.0
 JWKS_MAX_BYTES = 1024 * 1024
+NOT_A_JWT = "the bearer token is not a JWT (three base64url segments: header.payload.signature)"
 
 
 def _names(value: Any, claim: str, from_idp: bool) -> list[str]:
@@ -137,6 +138,8 @@ class TokenVerifier:
     async def _verify(self, token: str) -> Caller:
         try:
             header = jwt.get_unverified_header(token)
+        except jwt.DecodeError:
+            raise Unauthorized(NOT_A_JWT) from None
         except jwt.InvalidTokenError as exc:
             raise Unauthorized(f"the token is invalid: {exc}") from None
         algorithm = header.get("alg")
@@ -179,6 +182,8 @@ class TokenVerifier:
             raise Unauthorized("the token has expired") from None
         except jwt.InvalidSignatureError:
             raise Unauthorized("the token signature is invalid") from None
+        except jwt.DecodeError:  # after its subclass above: the segments do not decode
+            raise Unauthorized(NOT_A_JWT) from None
         except jwt.InvalidAudienceError:
             raise Unauthorized("the token is not meant for this gateway (audience)") from None
         except jwt.InvalidIssuerError:

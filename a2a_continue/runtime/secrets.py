@@ -56,12 +56,26 @@ def new_key() -> str:
     return base64.urlsafe_b64encode(os.urandom(32)).decode()
 
 
+def secrets_path(data_dir: Path) -> Path:
+    """Where the generated secrets are kept in ``data_dir``."""
+    return data_dir / "secrets.json"
+
+
+def load_secrets(data_dir: Path) -> dict[str, str] | None:
+    """Read the secrets kept in the data dir; None when there are none."""
+    path = secrets_path(data_dir)
+    if not path.exists():
+        return None
+    stored: dict[str, str] = json.loads(path.read_text())
+    return stored
+
+
 def load_or_create_secrets(data_dir: Path) -> dict[str, str]:
     """Read the JWT secret and encryption key kept in the data dir, creating them once."""
-    path = data_dir / "secrets.json"
-    if path.exists():
-        stored: dict[str, str] = json.loads(path.read_text())
+    stored = load_secrets(data_dir)
+    if stored is not None:
         return stored
+    path = secrets_path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     created = {"jwt_secret": secrets.token_urlsafe(48), "encryption_key": new_key()}
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -13,33 +13,24 @@ import pytest
 from aiohttp import web
 
 from a2a_continue.app import create_app
+from a2a_continue.core.updates import TASK, Update, record_update
+from a2a_continue.ops.sample_agent import start_sample_agent
 from a2a_continue.settings import Settings, SettingsError, load_settings
 from tests.support.agents import BUSY_TYPE, Agent, events, register, register_fake
 from tests.support.client import Client, assert_problem
 from tests.support.facade_clients import rpc as facade_rpc
 from tests.support.fakes import StartFake, rpc_error, rpc_result, task_body, task_status
+from tests.support.metrics import scrape
 from tests.support.rpc import message_v03, message_v10
 from tests.support.sdk_agent import run_sdk_agent
 from tests.support.servers import serve_asgi
 from tests.support.sse_client import all_events
 from tests.support.waiting import eventually
+from tests.support.watching import fast, lease_of, settles_as, stored_state, watch_ended
 
 JSON = dict[str, Any]
 GET_TASK = {"1.0": "GetTask", "0.3": "tasks/get"}
 RETURN_NOW = {"configuration": {"returnImmediately": True}}
-
-
-def fast(settings: Settings, **changes: Any) -> Settings:
-    """The test settings with a watcher quick enough for tests."""
-    values: JSON = {
-        "watch_poll_base_s": 0.05,
-        "watch_poll_max_s": 0.2,
-        "watch_pickup_s": 0.2,
-        "watch_lease_s": 2.0,
-        "watch_renew_s": 0.5,
-        **changes,
-    }
-    return msgspec.structs.replace(settings, **values)
 
 
 @pytest.fixture
@@ -47,20 +38,6 @@ async def watching(settings: Settings, db: asyncpg.Connection) -> AsyncIterator[
     """A client of a gateway whose watcher polls every few tens of milliseconds."""
     async with serve_asgi(create_app(fast(settings))) as base, aiohttp.ClientSession() as s:
         yield Client(base, s)
-
-
-async def stored_state(client: Client, agent: Agent, task_id: str) -> str:
-    r = await client.call("GET", agent.task(task_id))
-    assert r.status == 200, r.raw
-    state: str = r.json()["state"]
-    return state
-
-
-async def settles_as(client: Client, agent: Agent, task_id: str, state: str) -> None:
-    async def reached() -> bool:
-        return await stored_state(client, agent, task_id) == state
-
-    await eventually(reached, f"task {task_id} stored as {state}")
 
 
 def calls(agent: Agent, method: str) -> list[JSON]:
@@ -74,23 +51,6 @@ async def start_now(client: Client, agent: Agent, text: str) -> tuple[str, str]:
     result = r.json()["result"]
     task = result.get("task", result)
     return task["id"], r.headers["A2A-Task-State"]
-
-
-async def lease_of(db: asyncpg.Connection, task_id: str) -> asyncpg.Record:
-    row = await db.fetchrow(
-        "SELECT watch_token, watch_expires_at, watch_started_at, watch_past, watch_failed_at"
-        " FROM a2a_tasks WHERE task_id = $1",
-        task_id,
-    )
-    assert row is not None
-    return row
-
-
-async def watch_ended(db: asyncpg.Connection, task_id: str) -> None:
-    async def ended() -> bool:
-        return (await lease_of(db, task_id))["watch_token"] is None
-
-    await eventually(ended, f"the watch of {task_id} ended")
 
 
 # ---- a real a2a-sdk agent -----------------------------------------------------------------
@@ -246,6 +206,37 @@ async def test_task_left_working_by_a_broken_stream_is_followed_to_its_end(
     assert logged[-1]["data"] == {"source": "poll"}
 
 
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_the_slow_sample_agent_is_followed_to_its_question_and_then_its_forecast(
+    watching: Client, db: asyncpg.Connection, streaming: bool
+) -> None:
+    # Each turn works for 1 s: long enough for the watch to subscribe before it ends.
+    runner, url = await start_sample_agent(slow_s=1.0)
+    try:
+        agent = await register(watching, url, "1.0", [], capabilities={"streaming": streaming})
+        task_id, answered = await start_now(watching, agent, "weather?")
+        assert answered == "working"
+        await settles_as(watching, agent, task_id, "input-required")
+        await watch_ended(db, task_id)
+        r = await watching.call("POST", agent.messages(task_id), {"text": "Oslo", **RETURN_NOW})
+        assert r.headers["A2A-Task-State"] == "working"
+        await settles_as(watching, agent, task_id, "completed")
+    finally:
+        await runner.cleanup()
+
+    logged = await events(watching, agent, task_id)
+    source = "subscribe" if streaming else "poll"
+    # A subscription gets the forecast as an artifact update before the final status.
+    forecast = [("task_updated", "working", source)] if streaming else []
+    assert [(e["type"], e["newState"], e["data"].get("source")) for e in logged] == [
+        ("task_created", "working", None),
+        ("task_updated", "input-required", source),
+        ("task_continued", "working", None),
+        *forecast,
+        ("task_updated", "completed", source),
+    ]
+
+
 # ---- scripted agents ----------------------------------------------------------------------
 
 
@@ -302,6 +293,116 @@ async def test_agent_that_lost_the_task_ends_the_watch_with_agent_lost_task(
     ]
 
 
+async def watched_gauge(client: Client) -> float:
+    samples = await scrape(client)
+    gauge = ("a2ac_watched_tasks", frozenset())
+    if gauge not in samples:
+        pytest.fail("no a2ac_watched_tasks gauge")
+    return samples[gauge]
+
+
+async def none_watched(client: Client) -> None:
+    async def zero() -> bool:
+        return await watched_gauge(client) == 0
+
+    await eventually(zero, "the gauge of watched tasks at 0")
+
+
+@pytest.mark.parametrize("code", [-32601, -32004])
+async def test_agent_that_cannot_answer_get_task_ends_the_watch_and_frees_the_task(
+    watching: Client, db: asyncpg.Connection, fake_agent: StartFake, code: int
+) -> None:
+    script = Scripted("input-required", [code])
+    agent = await register_fake(watching, fake_agent, script)
+    _, answered = await start_now(watching, agent, "go")
+    assert answered == "input-required"
+
+    async def failed() -> JSON | None:
+        logged = await events(watching, agent, "T1")
+        return logged[-1] if logged[-1]["type"] == "task_watch_failed" else None
+
+    event = await eventually(failed, "task_watch_failed")
+    assert event["data"] == {
+        "reason": "agent-cannot-get",
+        "detail": f"the agent answered GetTask with {code}",
+    }
+    assert (await lease_of(db, "T1"))["watch_token"] is None
+    await none_watched(watching)
+    r = await watching.call("POST", agent.messages("T1"), {"text": "Paris"})
+    assert r.status == 200, r.raw
+    assert script.gets == 1
+
+
+async def test_canceling_a_watched_task_ends_its_watch_whatever_the_agent_answers(
+    watching: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    async def no_answers(request: JSON) -> JSON:
+        if request["method"] == "GetTask":
+            return rpc_error(request, -32603, "Internal error")
+        if request["method"] == "CancelTask":
+            return rpc_result(request, {"id": "T1", "status": task_status("canceled")})
+        return rpc_result(request, task_body("1.0", "T1", "working", "C1"))
+
+    agent = await register_fake(watching, fake_agent, no_answers)
+    await watching.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+    await eventually(lambda: calls(agent, "GetTask"), "a GetTask")
+    assert await watched_gauge(watching) == 1
+
+    r = await watching.call("POST", agent.task("T1") + "/cancel")
+
+    assert (r.status, r.json()["state"]) == (200, "canceled")
+    await watch_ended(db, "T1")
+    await none_watched(watching)
+    asked = len(calls(agent, "GetTask"))
+    await asyncio.sleep(0.6)  # several poll periods
+    assert len(calls(agent, "GetTask")) == asked
+
+
+async def test_a_task_settled_by_another_writer_ends_a_silent_subscription(
+    watching: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    subscribed, release = asyncio.Event(), asyncio.Event()
+
+    async def silent(request: JSON) -> JSON:
+        if request["method"] == "SubscribeToTask":
+            subscribed.set()
+            await release.wait()  # no frame, for longer than the test
+        return rpc_result(request, task_body("1.0", "T1", "working", "C1"))
+
+    agent = await register_fake(
+        watching, fake_agent, silent, capabilities={"streaming": True}, timeoutSeconds=60
+    )
+    try:
+        await watching.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+        await asyncio.wait_for(subscribed.wait(), 10)
+        row_id = await db.fetchval("SELECT id FROM a2a_tasks WHERE task_id = 'T1'")
+        # What another process's refresh records: the agent now needs the caller.
+        asking = Update(TASK, "T1", state="input-required", status_message={"messageId": "m"})
+        await record_update(db, row_id, asking, source="refresh", actor="bob@example.com")
+
+        await watch_ended(db, "T1")
+        await none_watched(watching)
+    finally:
+        release.set()
+    assert calls(agent, "GetTask") == []
+    r = await watching.call("POST", agent.messages("T1"), {"text": "Paris"})
+    assert r.status == 200, r.raw
+
+
+async def test_a_follow_up_to_a_watched_task_is_busy_and_says_when_to_retry(
+    watching: Client, fake_agent: StartFake
+) -> None:
+    script = Scripted("working", [], final=task_status("working"))
+    agent = await register_fake(watching, fake_agent, script)
+    await watching.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
+    await eventually(lambda: script.gets > 0, "a GetTask")
+
+    r = await watching.call("POST", agent.messages("T1"), {"text": "Paris"})
+
+    assert assert_problem(r, 409)["type"] == BUSY_TYPE
+    assert r.headers["Retry-After"] == "1"
+
+
 async def test_watch_longer_than_the_limit_ends_with_watch_expired(
     settings: Settings, db: asyncpg.Connection, fake_agent: StartFake
 ) -> None:
@@ -332,7 +433,7 @@ async def test_deleting_the_agent_stops_the_watch(
     script.hold = asyncio.Event()
     agent = await register_fake(watching, fake_agent, script)
     await watching.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
-    await eventually(lambda: script.gets, "a GetTask")
+    await eventually(lambda: script.gets > 0, "a GetTask")
 
     r = await watching.call("DELETE", f"/v1/a2a/agents/{agent.id}")
     assert r.status == 204
@@ -401,7 +502,7 @@ async def test_graceful_shutdown_gives_the_lease_back_for_another_gateway_at_onc
             first = Client(base, session)
             agent = await register_fake(first, fake_agent, script)
             await first.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})
-            await eventually(lambda: script.gets, "the first gateway polls")
+            await eventually(lambda: script.gets > 0, "the first gateway polls")
             held = (await lease_of(db, "T1"))["watch_token"]
             assert held is not None
 

@@ -89,6 +89,15 @@ async def test_create_returns_201_with_the_agent(client: Client) -> None:
     assert stamp(agent["createdAt"]) == stamp(agent["updatedAt"])
 
 
+async def test_create_answers_with_the_location_of_the_new_agent(client: Client) -> None:
+    r = await client.call("POST", AGENTS, body(), bearer=alice)
+    assert r.status == 201, r.raw
+    assert r.headers["Location"] == f"{AGENTS}/{r.json()['id']}"
+    again = await client.call("GET", r.headers["Location"], bearer=alice)
+    assert again.status == 200, again.raw
+    assert again.json() == r.json()
+
+
 async def test_create_stores_the_agent(client: Client, db: asyncpg.Connection) -> None:
     agent = await create(client, visibility="team", teamId="red", protocolVersion="0.3")
     row = await db.fetchrow("SELECT * FROM a2a_agents WHERE id = $1", uuid.UUID(agent["id"]))
@@ -146,6 +155,15 @@ async def test_create_rejects_invalid_body_with_422(
     r = await client.call("POST", AGENTS, body(**changes), bearer=alice)
     assert_422(r, loc)
     assert await db.fetchval("SELECT count(*) FROM a2a_agents") == 0
+
+
+@pytest.mark.parametrize("raw", [b"", b"  \n"], ids=["empty", "blank"])
+async def test_an_empty_body_is_422_saying_it_is_empty(client: Client, raw: bytes) -> None:
+    r = await client.call(
+        "POST", AGENTS, data=raw, bearer=alice, headers={"Content-Type": "application/json"}
+    )
+    assert_422(r, "$")
+    assert r.json()["errors"][0]["msg"] == "the request body is empty; expected a JSON object"
 
 
 async def test_create_rejects_missing_required_field_with_422(client: Client) -> None:

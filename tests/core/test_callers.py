@@ -72,6 +72,13 @@ async def test_malformed_token_is_401(client: Client, bad: str) -> None:
     assert_401(await client.call("GET", "/v1/a2a/agents", bearer=bad))
 
 
+@pytest.mark.parametrize("bad", ["not-a-jwt", "a.b.c", "e30.e30", "eyJhbGciOiJIUzI1NiJ9.x.y"])
+async def test_a_token_that_is_not_a_jwt_is_401_saying_so(client: Client, bad: str) -> None:
+    r = await client.call("GET", "/v1/a2a/agents", bearer=bad)
+    assert_401(r)
+    assert r.json()["detail"].startswith("the bearer token is not a JWT")
+
+
 async def test_token_signed_with_another_secret_is_401(client: Client) -> None:
     r = await client.call("GET", "/v1/a2a/agents", bearer=signed(claims(), secret="y" * 40))
     assert_401(r)
@@ -209,10 +216,12 @@ def test_every_shipped_route_is_in_the_permission_table() -> None:
 
 def test_public_routes_are_only_health_readiness_and_the_api_description() -> None:
     assert {
+        ("GET", "/"),
         ("GET", "/healthz"),
         ("GET", "/readyz"),
         ("GET", "/openapi.json"),
         ("GET", "/docs"),
+        ("GET", "/docs/"),
         ("GET", "/docs/{asset}"),
     } == PUBLIC
     assert shipped() >= PUBLIC

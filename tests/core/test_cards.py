@@ -13,7 +13,8 @@ import pytest
 from aiohttp import web
 
 from a2a_continue.core.cards import MAX_CARD_BYTES, card_location, pick_interface
-from a2a_continue.ops.sample_agent import sample_card, start_sample_agent
+from a2a_continue.ops.sample_agent import start_sample_agent
+from a2a_continue.ops.sample_card import sample_card
 from tests.support.client import Client, register, token
 from tests.support.ports import dead_url
 from tests.support.sdk_agent import run_sdk_agent

@@ -382,6 +382,38 @@ async def test_continue_refuses_second_follow_up_while_first_is_in_flight(
     ]
 
 
+async def test_continue_refused_as_busy_says_when_to_retry(
+    client: Client, fake_agent: StartFake
+) -> None:
+    arrived, release = asyncio.Event(), asyncio.Event()
+
+    async def held(request: JSON) -> JSON:
+        if "taskId" in request["params"]["message"]:
+            arrived.set()
+            await release.wait()
+        return rpc_result(request, task_body("1.0", "T1", "input-required", "C1"))
+
+    agent = await register_fake(client, fake_agent, held)
+    await start(client, agent)
+    first = asyncio.create_task(client.call("POST", agent.messages("T1"), {"text": "Paris"}))
+    try:
+        await arrived.wait()
+        blocking = await client.call("POST", agent.messages("T1"), {"text": "Rome"})
+        streamed = await client.call(
+            "POST",
+            agent.messages("T1"),
+            {"text": "Rome"},
+            headers={"Accept": "text/event-stream"},
+        )
+    finally:
+        release.set()
+        await first
+
+    for r in (blocking, streamed):
+        assert assert_problem(r, 409)["type"] == BUSY_TYPE
+        assert r.headers["Retry-After"] == "1"
+
+
 async def test_continue_returns_agent_json_rpc_error_and_keeps_state(
     client: Client, db: asyncpg.Connection, agent: Agent
 ) -> None:

@@ -694,6 +694,34 @@ async def test_streamed_follow_up_points_retries_at_the_event_stream(
     assert len(agent.received) == 1
 
 
+async def test_a_streamed_key_points_at_the_events_url_any_task_id_can_be_read_at(
+    client: Client, db: asyncpg.Connection, gw: Gateway, fake_agent: StartFake
+) -> None:
+    async def odd_ids(request: JSON) -> JSON:
+        return rpc_result(request, task_body("1.0", "runs/42 x%", "input-required", "C1"))
+
+    agent = await register_fake(client, fake_agent, odd_ids)
+    started = await client.call("POST", start_path(agent), {"text": "hi"})
+    assert started.status == 200, started.raw
+    path = f"/v1/a2a/{agent.id}/tasks/runs%2F42%20x%25/messages"
+    raw = msgspec.json.encode({"text": "Paris"})
+    # The gateway knows a request by its path as routed: '/' and '%' stay encoded in a segment.
+    digest = request_hash("POST", path.replace("%20", " "), raw)
+    slot = idempotent(gw, Caller(sub=ALICE), "s", "continue", uuid.UUID(agent.id), digest)
+    slot.stream_task = "runs/42 x%"
+    async with slot:
+        slot.keep(sse())
+
+    retry = await client.call("POST", path, data=raw, headers=keyed("s"))
+
+    url = assert_problem(retry, 409)["eventsUrl"]
+    assert url == f"/v1/a2a/{agent.id}/tasks/runs%2F42%20x%25/events"
+    assert retry.headers["Link"] == f'<{url}>; rel="related"'
+    listed = await client.call("GET", url)
+    assert listed.status == 200, listed.raw
+    assert [e["type"] for e in listed.json()["events"]] == ["task_created"]
+
+
 async def test_streamed_start_names_its_task_once_the_stream_does(
     client: Client, db: asyncpg.Connection, gw: Gateway, fake_agent: StartFake
 ) -> None:

@@ -11,10 +11,12 @@ import msgspec
 
 from a2a_continue.core import leases
 from tests.support.agents import BUSY_TYPE, register_fake
-from tests.support.client import Client, assert_problem
+from tests.support.client import Client, assert_problem, register
 from tests.support.database import insert_agent
-from tests.support.fakes import StartFake, rpc_result
+from tests.support.fakes import SseAgent, StartFake, rpc_result
 from tests.support.fakes import task_body as agent_task
+from tests.support.streams import STREAMING, frame, post_stream, snapshot, status
+from tests.support.waiting import eventually
 
 LEASE_S = 5.0
 
@@ -131,11 +133,39 @@ async def test_renew_extends_only_the_leases_still_held(db: asyncpg.Connection) 
 
     kept = await leases.renew(db, held, 60.0)
 
-    assert kept == {rows["mine"]["row_id"]}
+    assert kept == {rows["mine"]["row_id"]: False}
     left = await db.fetchval(
         "SELECT extract(epoch FROM watch_expires_at - now()) FROM a2a_tasks WHERE task_id = 'mine'"
     )
     assert LEASE_S < left <= 60
+
+
+async def test_renew_says_which_held_tasks_are_settled_as_stored(db: asyncpg.Connection) -> None:
+    agent = await insert_agent(db)
+    asked = """'{"messageId": "m1", "parts": []}'"""
+    past = """'{"state": "input-required", "timestamp": "t", "message": "m1"}'"""
+    cases = {
+        "working": ("working", {}, False),
+        "canceled": ("canceled", {}, True),
+        "asking": ("input-required", {}, True),
+        "still-the-answer": (
+            "input-required",
+            {"status_message": asked, "watch_past": past},
+            False,
+        ),
+        "asking-anew": ("input-required", {"watch_past": past}, True),
+    }
+    held = {}
+    for task_id, (state, cols, _) in cases.items():
+        row_id = await add_task(db, agent, task_id, state, **LIVE_LEASE, **cols)
+        held[row_id] = await db.fetchval("SELECT watch_token FROM a2a_tasks WHERE id = $1", row_id)
+
+    kept = await leases.renew(db, held, 60.0)
+
+    names = dict(await db.fetch("SELECT id, task_id FROM a2a_tasks"))
+    assert {names[row_id]: done for row_id, done in kept.items()} == {
+        task_id: done for task_id, (_, _, done) in cases.items()
+    }
 
 
 async def test_released_lease_is_picked_up_at_once_with_its_clock(db: asyncpg.Connection) -> None:
@@ -236,3 +266,71 @@ async def test_follow_up_is_refused_under_a_live_watch_lease_and_allowed_once_it
     r = await client.call("POST", agent.messages("T1"), {"text": "Paris"})
     assert r.status == 200, r.raw
     assert r.headers["A2A-Task-State"] == "completed"
+
+
+async def open_streamed_start(
+    client: Client, sse_agent: Any, db: asyncpg.Connection, go: asyncio.Event
+) -> tuple[SseAgent, str, asyncio.Task[Any]]:
+    """Start task T with a stream that sends `working`, then stays open until ``go`` is set
+    (after which the agent closes it, T still working); a SubscribeToTask completes T."""
+
+    async def script(request: dict[str, Any], send: Any) -> None:
+        if request["method"] == "SendStreamingMessage":
+            await send(frame(request, snapshot("T", "TASK_STATE_WORKING")))
+            await go.wait()
+            return
+        await send(frame(request, status("T", "TASK_STATE_COMPLETED")))
+
+    fake = await sse_agent(script)
+    agent = await register(client, fake.url, "1.0", capabilities=STREAMING)
+    body = {"text": "hi"}
+    streaming = asyncio.create_task(post_stream(client, f"/v1/a2a/{agent}/messages", body))
+
+    async def created() -> bool:
+        return await db.fetchval("SELECT count(*) FROM a2a_tasks WHERE task_id = 'T'") == 1
+
+    await eventually(created)
+    return fake, agent, streaming
+
+
+async def test_a_streamed_start_holds_its_task_against_the_watcher_until_the_stream_ends(
+    client: Client, db: asyncpg.Connection, sse_agent: Any
+) -> None:
+    go = asyncio.Event()
+    try:
+        fake, _, streaming = await open_streamed_start(client, sse_agent, db, go)
+
+        picked = await leases.pick_up(db, 100, LEASE_S)
+
+        held = await db.fetchrow("SELECT watch_token, claim_token FROM a2a_tasks")
+        assert picked == []
+        assert held["watch_token"] is None and held["claim_token"] is not None
+        assert [r["method"] for r in fake.received] == ["SendStreamingMessage"]
+    finally:
+        go.set()
+    r = await streaming
+    assert (r.status, [e.event for e in r.events]) == (200, ["task"])
+
+    async def completed() -> bool:
+        return await db.fetchval("SELECT state FROM a2a_tasks") == "completed"
+
+    await eventually(completed)
+    assert [r["method"] for r in fake.received] == ["SendStreamingMessage", "SubscribeToTask"]
+    row = await db.fetchrow("SELECT watch_token, claim_token FROM a2a_tasks")
+    assert row["claim_token"] is None
+
+
+async def test_a_follow_up_during_a_streamed_start_is_409_task_busy(
+    client: Client, db: asyncpg.Connection, sse_agent: Any
+) -> None:
+    go = asyncio.Event()
+    try:
+        fake, agent, streaming = await open_streamed_start(client, sse_agent, db, go)
+
+        busy = await client.call("POST", f"/v1/a2a/{agent}/tasks/T/messages", {"text": "x"})
+
+        assert assert_problem(busy, 409)["type"] == BUSY_TYPE
+        assert len(fake.received) == 1
+    finally:
+        go.set()
+    assert (await streaming).status == 200

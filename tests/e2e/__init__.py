@@ -1,1 +1,1 @@
-"""End-to-end suites: the README walkthrough and snippets, the a2a-sdk client at the gateway."""
+"""End-to-end suites: the README walkthrough, the snippet of docs/facade.md, the a2a-sdk client."""

@@ -16,17 +16,21 @@ from openapi_spec_validator import validate
 
 from a2a_continue.app import ROUTES
 from a2a_continue.core.callers import PERMISSIONS, PUBLIC
+from a2a_continue.http.docs import ASSETS_DIR
 from a2a_continue.http.openapi import (
-    ASSETS_DIR,
     PROBLEM_PREFIX,
     build_document,
     openapi_path,
     problem_types,
 )
+from tests.support.agents import register_fake, start
 from tests.support.client import Client
+from tests.support.fakes import StartFake, WeatherFake
 
 JSON = dict[str, Any]
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+# The pages whose curl examples are checked: the README and every page under docs/.
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 @pytest.fixture(scope="module")
@@ -127,11 +131,10 @@ def test_a_body_schema_refuses_what_the_gateway_refuses(document: JSON) -> None:
     assert not start.is_valid({"text": "hi", "message": {"parts": [{"text": "hi"}]}})
 
 
-def readme_requests() -> list[tuple[str, str, Any]]:
-    """Every curl in the README that sends a body: (method, path, decoded body)."""
-    text = README.read_text()
+def documented_requests(page: Path) -> list[tuple[str, str, Any]]:
+    """Every curl on a page that sends a body: (method, path, decoded body)."""
     found = []
-    for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
+    for block in re.findall(r"```sh\n(.*?)```", page.read_text(), flags=re.S):
         for match in re.finditer(r"curl\b((?:\\\n|'[^']*'|[^'\n])*)", block):
             words = shlex.split(match.group(1).replace("\\\n", " "))
             if "-d" not in words:
@@ -144,6 +147,11 @@ def readme_requests() -> list[tuple[str, str, Any]]:
     return found
 
 
+def all_documented_requests() -> list[tuple[str, str, Any]]:
+    """The curl examples with a body of the README and docs/, in page order."""
+    return [request for page in DOCS for request in documented_requests(page)]
+
+
 def template_of(document: JSON, method: str, path: str) -> str:
     for template in document["paths"]:
         pattern = "^" + re.sub(r"{[^}]+}", r"[^/]+", template) + "$"
@@ -152,18 +160,20 @@ def template_of(document: JSON, method: str, path: str) -> str:
     raise AssertionError(f"no documented route for {method} {path}")
 
 
-def test_the_readme_has_body_examples() -> None:
-    methods = {(method, path.rsplit("/", 1)[-1]) for method, path, _ in readme_requests()}
+def test_the_docs_have_body_examples() -> None:
+    methods = {(method, path.rsplit("/", 1)[-1]) for method, path, _ in all_documented_requests()}
     assert ("POST", "agents") in methods
     assert ("POST", "messages") in methods
+    for page in ("README.md", "docs/api.md", "docs/operations.md"):
+        assert documented_requests(ROOT / page), f"{page} has no curl example with a body"
 
 
 @pytest.mark.parametrize(
     ("method", "path", "body"),
-    readme_requests(),
+    all_documented_requests(),
     ids=lambda value: value if isinstance(value, str) else "",
 )
-def test_each_body_schema_accepts_the_readme_examples(
+def test_each_body_schema_accepts_the_documented_examples(
     document: JSON, method: str, path: str, body: Any
 ) -> None:
     validator = body_validator(document, method, template_of(document, method, path))
@@ -187,6 +197,41 @@ async def test_live_answers_match_their_documented_schemas(client: Client) -> No
         schema = {**media["schema"], "components": document["components"]}
         assert answer.status == int(status)
         Draft202012Validator(schema).validate(answer.json())
+
+
+def request_examples(document: JSON) -> list[tuple[str, str, Any]]:
+    """Every documented request body's example: (method, path template, example)."""
+    found = []
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if "requestBody" in operation:
+                media = operation["requestBody"]["content"]["application/json"]
+                assert "example" in media, f"{method} {path} has no request example"
+                found.append((method.upper(), path, media["example"]))
+    return found
+
+
+async def test_every_documented_request_example_is_accepted_as_it_stands(
+    client: Client, fake_agent: StartFake
+) -> None:
+    document = (await client.call("GET", "/openapi.json", bearer=None)).json()
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    examples = request_examples(document)
+    assert {(m, p) for m, p, _ in examples} >= {
+        ("POST", "/v1/a2a/agents"),
+        ("PATCH", "/v1/a2a/agents/{agent_id}"),
+        ("POST", "/v1/a2a/{agent_id}/messages"),
+        ("POST", "/v1/a2a/{agent_id}/tasks/{task_id}/messages"),
+        ("POST", "/v1/a2a/{agent_id}/tasks/{task_id}/cancel"),
+        ("POST", "/a2a/{agent_id}"),
+    }
+    for method, template, example in examples:
+        ids = {"agent_id": agent.id}
+        if "{task_id}" in template:
+            ids["task_id"] = (await start(client, agent))["id"]  # a fresh one, waiting for input
+        r = await client.call(method, template.format(**ids), example)
+        assert 200 <= r.status < 300, (method, template, r.raw)
+        assert "error" not in r.json(), (method, template, r.raw)  # nor a JSON-RPC refusal
 
 
 class _Links(HTMLParser):

@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
 import asyncpg
 
+from a2a_continue.app import create_app
+from a2a_continue.settings import Settings
 from tests.support.agents import register, register_fake, start
 from tests.support.client import Client, token
-from tests.support.fakes import StartFake, WeatherFake
+from tests.support.client import register as register_url
+from tests.support.fakes import StartFake, WeatherFake, rpc_error, rpc_result, task_body
 from tests.support.metrics import moved, scrape
 from tests.support.ports import dead_url
+from tests.support.servers import serve_asgi
+from tests.support.streams import STREAMING, frame, interrupted_then, post_stream, status
+from tests.support.watching import fast, settles_as, watch_ended
 
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+JSON = dict[str, Any]
+Send = Callable[[bytes], Awaitable[None]]
 
 FOLLOW_UP_ROUTE = "/v1/a2a/{agent_id}/tasks/{task_id}/messages"
 
@@ -157,3 +169,129 @@ async def test_an_open_event_stream_moves_the_streams_gauge(
         await stream.content.readline()  # the stream has begun
         during = await scrape(client)
     assert moved(before, during, "a2ac_sse_streams") == 1
+
+
+def streamed_calls(method: str, outcome: str) -> dict[str, str]:
+    return {"method": method, "outcome": outcome}
+
+
+async def test_a_streamed_follow_up_counts_as_continued_with_one_streaming_call(
+    client: Client, db: asyncpg.Connection, sse_agent: Any
+) -> None:
+    async def rest(request: JSON, send: Send) -> None:
+        await send(frame(request, status("T", "TASK_STATE_WORKING")))
+        await send(frame(request, status("T", "TASK_STATE_COMPLETED")))
+
+    agent = await register_url(
+        client, (await sse_agent(interrupted_then(rest))).url, capabilities=STREAMING
+    )
+    assert (await post_stream(client, f"/v1/a2a/{agent}/messages", {"text": "hi"})).status == 200
+    before = await scrape(client)
+    r = await post_stream(client, f"/v1/a2a/{agent}/tasks/T/messages", {"text": "Paris"})
+    assert [e.event for e in r.events] == ["status-update", "status-update"]
+    after = await scrape(client)
+
+    assert moved(before, after, "a2ac_followups_total", outcome="continued") == 1
+    calls = streamed_calls("SendStreamingMessage", "ok")
+    assert moved(before, after, "a2ac_agent_calls_total", **calls) == 1
+    duration = {"method": "SendStreamingMessage"}
+    assert moved(before, after, "a2ac_agent_call_duration_seconds_count", **duration) == 1
+
+
+async def test_a_streamed_follow_up_failing_before_any_frame_counts_as_failed(
+    client: Client, db: asyncpg.Connection, sse_agent: Any
+) -> None:
+    async def rest(request: JSON, send: Send) -> None:
+        await asyncio.sleep(1)
+
+    fake = await sse_agent(interrupted_then(rest))
+    agent = await register_url(client, fake.url, capabilities=STREAMING, timeoutSeconds=0.3)
+    assert (await post_stream(client, f"/v1/a2a/{agent}/messages", {"text": "hi"})).status == 200
+    before = await scrape(client)
+    r = await post_stream(client, f"/v1/a2a/{agent}/tasks/T/messages", {"text": "Paris"})
+    assert r.status == 504
+    after = await scrape(client)
+
+    assert moved(before, after, "a2ac_followups_total", outcome="failed") == 1
+    assert moved(before, after, "a2ac_followups_total", outcome="continued") == 0
+    calls = streamed_calls("SendStreamingMessage", "timeout")
+    assert moved(before, after, "a2ac_agent_calls_total", **calls) == 1
+
+
+async def test_a_stream_broken_after_its_first_frame_counts_one_continued_follow_up(
+    client: Client, db: asyncpg.Connection, sse_agent: Any
+) -> None:
+    async def rest(request: JSON, send: Send) -> None:
+        await send(frame(request, status("T", "TASK_STATE_WORKING")))
+        await send(b"not json")
+
+    agent = await register_url(
+        client, (await sse_agent(interrupted_then(rest))).url, capabilities=STREAMING
+    )
+    assert (await post_stream(client, f"/v1/a2a/{agent}/messages", {"text": "hi"})).status == 200
+    before = await scrape(client)
+    r = await post_stream(client, f"/v1/a2a/{agent}/tasks/T/messages", {"text": "Paris"})
+    assert [e.event for e in r.events] == ["status-update", "error"]
+    after = await scrape(client)
+
+    assert moved(before, after, "a2ac_followups_total", outcome="continued") == 1
+    assert moved(before, after, "a2ac_followups_total", outcome="failed") == 0
+    calls = streamed_calls("SendStreamingMessage", "bad-answer")
+    assert moved(before, after, "a2ac_agent_calls_total", **calls) == 1
+
+
+async def test_streamed_follow_ups_refused_count_as_busy_or_terminal(
+    client: Client, db: asyncpg.Connection, sse_agent: Any
+) -> None:
+    async def rest(request: JSON, send: Send) -> None:
+        await send(frame(request, status("T", "TASK_STATE_COMPLETED")))
+
+    agent = await register_url(
+        client, (await sse_agent(interrupted_then(rest))).url, capabilities=STREAMING
+    )
+    assert (await post_stream(client, f"/v1/a2a/{agent}/messages", {"text": "hi"})).status == 200
+    path = f"/v1/a2a/{agent}/tasks/T/messages"
+    await db.execute(
+        "UPDATE a2a_tasks SET claim_token = gen_random_uuid(),"
+        " claim_expires_at = now() + interval '1 hour'"
+    )
+    before = await scrape(client)
+    assert (await post_stream(client, path, {"text": "x"})).status == 409
+    await db.execute("UPDATE a2a_tasks SET claim_token = NULL, claim_expires_at = NULL")
+    assert (await post_stream(client, path, {"text": "x"})).status == 200
+    assert (await post_stream(client, path, {"text": "x"})).status == 409
+    after = await scrape(client)
+
+    assert moved(before, after, "a2ac_followups_total", outcome="busy") == 1
+    assert moved(before, after, "a2ac_followups_total", outcome="continued") == 1
+    assert moved(before, after, "a2ac_followups_total", outcome="terminal") == 1
+
+
+async def test_the_watchers_subscription_is_counted_as_an_agent_call(
+    settings: Settings, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    asked = {"id": "T1", "contextId": "C1", "status": {"state": "input-required"}}
+
+    async def refuses_streams(request: JSON) -> JSON:
+        if request["method"] == "tasks/resubscribe":
+            return rpc_error(request, -32001, "Task not running")
+        if request["method"] == "tasks/get":
+            return rpc_result(request, {"kind": "task", **asked})
+        return rpc_result(request, task_body("0.3", "T1", "working", "C1"))
+
+    async with serve_asgi(create_app(fast(settings))) as base, aiohttp.ClientSession() as http:
+        client = Client(base, http)
+        agent = await register_fake(
+            client, fake_agent, refuses_streams, "0.3", capabilities=STREAMING
+        )
+        before = await scrape(client)
+        assert (await client.call("POST", f"/v1/a2a/{agent.id}/messages", {"text": "go"})).status
+        await settles_as(client, agent, "T1", "input-required")
+        await watch_ended(db, "T1")
+        after = await scrape(client)
+
+    assert [r["method"] for r in agent.received][:2] == ["message/send", "tasks/resubscribe"]
+    calls = streamed_calls("tasks/resubscribe", "rpc-error")
+    assert moved(before, after, "a2ac_agent_calls_total", **calls) == 1
+    duration = {"method": "tasks/resubscribe"}
+    assert moved(before, after, "a2ac_agent_call_duration_seconds_count", **duration) == 1

@@ -41,7 +41,8 @@ def test_the_message_names_the_extra_and_the_alternative() -> None:
 
 
 def test_a_token_needs_no_database_at_all(
-    without_embedded: None, capsys: pytest.CaptureFixture[str]
+    without_embedded: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("A2AC_JWT_SECRET", "embedded-test-secret-" + "z" * 32)
     assert cli.main(["token", "--sub", "you@example.com"]) == 0
     assert capsys.readouterr().out.count(".") == 2

@@ -3,6 +3,7 @@ serving its card."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import urllib.request
@@ -15,10 +16,12 @@ import pytest
 from a2a_continue.a2a.agent_stream import stream_rpc
 from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.core.updates import parse_frame
-from a2a_continue.ops.sample_agent import sample_card, start_sample_agent
+from a2a_continue.ops.sample_agent import start_sample_agent
+from a2a_continue.ops.sample_card import sample_card
 from tests.support.ports import busy_port, free_port
 from tests.support.processes import clean_env, run_cli, sample_agent_process
 from tests.support.rpc import message_v03, message_v10, rpc
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 
@@ -26,6 +29,16 @@ JSON = dict[str, Any]
 @pytest.fixture
 async def agent_url() -> AsyncIterator[str]:
     runner, url = await start_sample_agent()
+    try:
+        yield url
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def slow_url() -> AsyncIterator[str]:
+    """A sample agent whose every turn works for 0.3 s."""
+    runner, url = await start_sample_agent(slow_s=0.3)
     try:
         yield url
     finally:
@@ -106,7 +119,8 @@ async def test_malformed_requests_get_json_rpc_errors(
 ) -> None:
     async with session.post(agent_url, data=b"{not json") as response:
         assert (await response.json())["error"]["code"] == -32700
-    assert (await rpc(session, agent_url, "tasks/get", {"id": "x"}))["error"]["code"] == -32601
+    unknown = await rpc(session, agent_url, "tasks/pushNotificationConfig/set", {"id": "x"})
+    assert unknown["error"]["code"] == -32601
     body = {"jsonrpc": "2.0", "id": "req-1", "method": "SendMessage"}
     async with session.post(agent_url, json=body) as response:
         assert (await response.json())["error"]["code"] == -32602
@@ -142,6 +156,119 @@ async def test_a_streamed_task_asks_for_a_city_then_streams_the_forecast_in_chun
     chunks = [(c.append, c.artifact["parts"][0]["text"]) for u in second for c in u.artifacts]
     assert chunks == [(False, "Sunny"), (True, " in Oslo")]
     assert second[-1].final is (method == "message/stream")
+
+
+# ---- GetTask, subscriptions and ``slow_s``: turns that keep a task working a while ---------
+
+GET = {"1.0": "GetTask", "0.3": "tasks/get"}
+SEND = {"1.0": ("SendMessage", message_v10), "0.3": ("message/send", message_v03)}
+NOW = {"1.0": {"returnImmediately": True}, "0.3": {"blocking": False}}
+
+
+def task_of(answer: JSON) -> JSON:
+    result: JSON = answer["result"]
+    return result.get("task", result) if "kind" not in result else result
+
+
+def state_of(task: JSON) -> str:
+    state: str = task["status"]["state"]
+    return state.removeprefix("TASK_STATE_").lower().replace("_", "-")
+
+
+async def get_task(session: aiohttp.ClientSession, url: str, version: str, task_id: str) -> JSON:
+    return task_of(await rpc(session, url, GET[version], {"id": task_id}))
+
+
+async def reaches(
+    session: aiohttp.ClientSession, url: str, version: str, task_id: str, state: str
+) -> JSON:
+    """Wait until GetTask shows the task in ``state``; return it."""
+
+    async def shown() -> JSON | None:
+        task = await get_task(session, url, version, task_id)
+        return task if state_of(task) == state else None
+
+    return await eventually(shown, f"task {task_id} shown as {state}", within_s=10)
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_get_task_answers_a_known_task_as_last_answered_and_not_found_otherwise(
+    session: aiohttp.ClientSession, agent_url: str, version: str
+) -> None:
+    method, message = SEND[version]
+    started = task_of(await rpc(session, agent_url, method, message("weather?")))
+
+    got = await get_task(session, agent_url, version, started["id"])
+
+    assert got == started
+    unknown = await rpc(session, agent_url, GET[version], {"id": "no-such-task"})
+    assert unknown["error"] == {"code": -32001, "message": "Task not found"}
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_a_slow_agent_answers_return_immediately_working_then_goes_on(
+    session: aiohttp.ClientSession, slow_url: str, version: str
+) -> None:
+    method, message = SEND[version]
+    now = {"configuration": NOW[version]}
+    started = task_of(await rpc(session, slow_url, method, {**message("weather?"), **now}))
+    assert state_of(started) == "working"
+    assert state_of(await get_task(session, slow_url, version, started["id"])) == "working"
+
+    asking = await reaches(session, slow_url, version, started["id"], "input-required")
+    assert asking["status"]["message"]["parts"][0]["text"] == "Which city?"
+    follow_up = {**message("Oslo", started["id"]), **now}
+    answered = task_of(await rpc(session, slow_url, method, follow_up))
+    assert state_of(answered) == "working"
+    done = await reaches(session, slow_url, version, started["id"], "completed")
+    assert done["artifacts"][0]["parts"][0]["text"] == "Sunny in Oslo"
+
+
+async def test_a_slow_agent_answers_a_blocking_send_once_its_turn_is_over(
+    session: aiohttp.ClientSession, slow_url: str
+) -> None:
+    started = task_of(await rpc(session, slow_url, "SendMessage", message_v10("weather?")))
+    assert state_of(started) == "input-required"
+    follow_up = message_v10("Oslo", started["id"])
+    done = task_of(await rpc(session, slow_url, "SendMessage", follow_up))
+    assert state_of(done) == "completed"
+
+
+async def test_a_slow_task_canceled_while_working_stays_canceled(
+    session: aiohttp.ClientSession, slow_url: str
+) -> None:
+    params = {**message_v10("weather?"), "configuration": {"returnImmediately": True}}
+    task_id = task_of(await rpc(session, slow_url, "SendMessage", params))["id"]
+
+    canceled = await rpc(session, slow_url, "CancelTask", {"id": task_id})
+
+    assert state_of(canceled["result"]) == "canceled"
+    await asyncio.sleep(0.4)  # past the end of the turn it was working on
+    assert state_of(await get_task(session, slow_url, "1.0", task_id)) == "canceled"
+
+
+@pytest.mark.parametrize(
+    ("method", "send"), [("SubscribeToTask", "SendMessage"), ("tasks/resubscribe", "message/send")]
+)
+async def test_a_subscription_shows_the_working_task_then_the_end_of_its_turn(
+    session: aiohttp.ClientSession, slow_url: str, method: str, send: str
+) -> None:
+    version = "0.3" if "/" in method else "1.0"
+    params = {**SEND[version][1]("weather?"), "configuration": NOW[version]}
+    task_id = task_of(await rpc(session, slow_url, send, params))["id"]
+
+    frames = await _stream(session, slow_url, method, {"id": task_id})
+
+    assert [(u.kind, u.state) for u in frames] == [
+        ("task", "working"),
+        ("status-update", "input-required"),
+    ]
+    again = await _stream(session, slow_url, method, {"id": task_id})
+    assert [(u.kind, u.state) for u in again] == [("task", "input-required")]
+    await rpc(session, slow_url, SEND[version][0], SEND[version][1]("Oslo", task_id))
+    for refused, code in [(task_id, -32004), ("no-such-task", -32001)]:
+        [error] = await _stream(session, slow_url, method, {"id": refused})
+        assert (error.kind, error.error_code) == ("error", code)
 
 
 # ---- ``a2a-continue sample-agent``: the sample agent as a command, serving its card ------
@@ -233,3 +360,22 @@ def test_sample_card_advertises_streaming_and_no_push(protocol: str) -> None:
     card = sample_card("http://agent/", protocol)
     assert card["capabilities"] == {"streaming": True, "pushNotifications": False}
     assert card["skills"][0]["id"] == "forecast"
+
+
+def test_sample_agent_slow_keeps_a_task_working_before_it_asks() -> None:
+    port = free_port()
+    with sample_agent_process("--port", str(port), "--slow", "0.5") as (process, endpoint):
+        assert process.stdout is not None
+        process.stdout.readline()  # its card
+        assert "works for 0.5 s" in process.stdout.readline()
+        message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "weather?"}]}
+        params = {"message": message, "configuration": {"returnImmediately": True}}
+        rpc = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
+        answer = post_json(endpoint, rpc, "1.0")
+        assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_WORKING"
+
+
+def test_sample_agent_refuses_a_negative_slow() -> None:
+    done = run_cli("sample-agent", "--slow", "-1", env=clean_env())
+    assert done.returncode == 2
+    assert done.stderr.strip() == "sample agent: --slow must be seconds >= 0, not -1"

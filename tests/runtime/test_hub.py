@@ -68,8 +68,7 @@ async def test_the_listener_wakes_waiters_on_a_notify_from_any_connection(
 ) -> None:
     task = uuid.uuid4()
     with hub.waiter(task) as waiter:
-        await eventually(lambda: hub.listening)
-        await waiter.wait(0)  # the wake of listening starting
+        assert await waiter.wait(10)  # its interest took effect: listening, row committed
         await notify(db, task)
         assert await waiter.wait(10)
         assert hub.received == [str(task)]
@@ -94,12 +93,15 @@ async def test_hub_listens_while_a_stream_waits_and_wakes_it(
 ) -> None:
     task, other = uuid.uuid4(), uuid.uuid4()
     with hub.waiter(task) as waiter, hub.waiter(other) as bystander:
-        await eventually(lambda: hub.listening)
-        await waiter.wait(0)
-        await bystander.wait(0)
+        # Each is woken once when its interest takes effect (LISTEN active, row committed),
+        # which may come a while after `listening` turns true: wait for that wake, not a time.
+        assert await waiter.wait(10) and await bystander.wait(10)
+        assert hub.listening
         await notify(db, task)
-        assert await waiter.wait(10)
-        assert not await bystander.wait(0.05)
+        await eventually(lambda: str(task) in hub.received)
+        # A notification is fanned out as it is received: its task's waiter only.
+        assert await waiter.wait(0)
+        assert not await bystander.wait(0)
 
 
 async def test_hub_stops_listening_when_the_last_waiter_leaves(

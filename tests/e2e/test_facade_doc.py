@@ -1,4 +1,4 @@
-"""The README's a2a-sdk snippet runs as written against an agent behind the gateway."""
+"""The a2a-sdk snippet of docs/facade.md runs as written against an agent behind the gateway."""
 
 from __future__ import annotations
 
@@ -11,23 +11,23 @@ import pytest
 from tests.support.client import Client, register, token
 from tests.support.sdk_agent import SdkAgent
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+FACADE_DOC = Path(__file__).resolve().parents[2] / "docs" / "facade.md"
 
 
 def snippet() -> str:
-    section = README.read_text().split("## A2A clients", 1)[1]
+    section = FACADE_DOC.read_text().split("## A2A clients", 1)[1]
     match = re.search(r"```python\n(.*?)```", section, re.S)
     assert match is not None
     return match.group(1)
 
 
 @pytest.mark.parametrize("version", ["1.0", "0.3"])
-async def test_readme_snippet_completes_a_task_through_the_gateway(
+async def test_the_facade_doc_snippet_completes_a_task_through_the_gateway(
     client: Client, gateway_url: str, sdk: SdkAgent, version: str
 ) -> None:
     agent_id = await register(client, sdk.url, version)
     namespace: dict[str, Any] = {}
-    exec(compile(snippet(), "README.md", "exec"), namespace)  # our own README
+    exec(compile(snippet(), str(FACADE_DOC), "exec"), namespace)  # our own docs
     answer = await namespace["ask_weather"](gateway_url, agent_id, token())
     assert answer == "Sunny in Paris"
     tasks = (await client.call("GET", f"/v1/a2a/{agent_id}/tasks")).json()["tasks"]
