@@ -12,7 +12,8 @@ import asyncpg
 
 from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.agents import target_of
-from a2a_continue.db import Conn, HeldConnections, Record
+from a2a_continue.db import DB_DOWN as DB_DOWN
+from a2a_continue.db import DB_SLOW, Conn, HeldConnections, Record
 from a2a_continue.errors import DatabaseUnavailable
 from a2a_continue.isolation import AgentSlots
 from a2a_continue.live.hub import Hub
@@ -22,17 +23,6 @@ from a2a_continue.settings import Settings
 
 if TYPE_CHECKING:
     from a2a_continue.live.watcher import Watcher
-
-# What a lost or refused database connection raises.
-DB_DOWN = (
-    OSError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.TooManyConnectionsError,
-    asyncpg.InterfaceError,
-)
-# What a database that does not answer in time raises (the client's or the server's timer).
-DB_SLOW = (TimeoutError, asyncpg.QueryCanceledError)
 
 # Agent targets kept per process; a changed row (new URL, credentials…) makes a new key.
 TARGETS_KEPT = 1024
