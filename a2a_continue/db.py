@@ -44,6 +44,11 @@ DB_DOWN = (
 DB_SLOW = (TimeoutError, asyncpg.QueryCanceledError)
 DB_FAULTS = DB_SLOW + DB_DOWN
 
+# The client's own bounds come this long after the server's statement_timeout, so that a
+# slow statement is ended by the server (its connection stays usable) and the client ends
+# only what a frozen server never answers.
+CLIENT_GRACE_S = 0.25
+
 
 def as_unavailable(exc: BaseException) -> DatabaseUnavailable | None:
     """The 503 for a database fault, else None."""
@@ -79,7 +84,8 @@ async def create_pool(
 ) -> Pool:
     """Open the pool; ``on_query`` sees every statement (used to count round trips).
 
-    ``timeout_s`` bounds each connect and each statement (client and server side).
+    ``timeout_s`` bounds each connect and each statement (client and server side); a
+    loan's whole wait is bounded by the gateway (`Gateway.connection`).
     """
 
     async def init(conn: Connection) -> None:
@@ -93,7 +99,7 @@ async def create_pool(
     if timeout_s is not None:
         bounds = {
             "timeout": timeout_s,
-            "command_timeout": timeout_s,
+            "command_timeout": timeout_s + CLIENT_GRACE_S,
             "server_settings": {"statement_timeout": str(max(1, int(timeout_s * 1000)))},
         }
     pool = await asyncpg.create_pool(

@@ -1,4 +1,4 @@
-"""A database that freezes, stops or starts: bounded 503s, no 500, no claim left held."""
+"""A database that freezes, stops or starts: bounded 503s, no 500."""
 
 from __future__ import annotations
 
@@ -98,6 +98,26 @@ def database_routes(f: Faulty) -> dict[str, Callable[[], Awaitable[Response]]]:
         "cancel": lambda: c.call("POST", a.task("T1") + "/cancel"),
         "card": lambda: c.call("GET", f"/a2a/{a.id}/.well-known/agent-card.json"),
     }
+
+
+async def test_every_request_answers_503_within_the_bound_while_the_database_is_frozen(
+    faulty: Faulty,
+) -> None:
+    # Warm connections wait on a statement, the rest on the connect; more callers than
+    # connections wait for one.
+    await asyncio.gather(*(faulty.client.call("GET", "/readyz") for _ in range(4)))
+    routes = database_routes(faulty)
+    faulty.proxy.set("frozen")
+
+    answers = await asyncio.gather(*(timed(call()) for call in routes.values()))
+
+    for what, (r, elapsed) in zip(routes, answers, strict=True):
+        assert_unavailable(r, elapsed, what)
+    r, elapsed = await timed(faulty.client.call("GET", "/readyz"))
+    assert_unavailable(r, elapsed, "readyz again")
+    faulty.proxy.set("up")
+    r = await faulty.client.call("GET", "/readyz")
+    assert r.status == 200, r.raw
 
 
 def answer_of(r: Response) -> tuple[int, Any]:
