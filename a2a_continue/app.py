@@ -99,6 +99,7 @@ def create_app(
             # release their claims before the pool closes.
             with suppress(TimeoutError):
                 await asyncio.wait_for(edge.idle(), RELEASE_S)
+            await gateway.stop_chores()
             await session.close()
             await held.close()
             # A frozen database would never answer the graceful close: asyncpg terminates

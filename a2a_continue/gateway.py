@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from contextlib import suppress
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ class Gateway:
     watcher: Watcher | None = None
     targets: dict[tuple[Any, ...], AgentTarget] = field(default_factory=dict)
     held: HeldConnections | None = None
+    chores: set[asyncio.Task[None]] = field(default_factory=set)
     slots: AgentSlots = field(init=False)
 
     def __post_init__(self) -> None:
@@ -75,6 +77,18 @@ class Gateway:
         reached, or does not answer within ``db_timeout_s`` (to lend a connection and run
         the block's statements, all told), is a 503."""
         return Lent(self)
+
+    def in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` past the request that starts it (the gateway's stop cancels it)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self.chores.add(task)
+        task.add_done_callback(self.chores.discard)
+
+    async def stop_chores(self) -> None:
+        """Cancel the background work still running and wait for it to end."""
+        for task in list(self.chores):
+            task.cancel()
+        await asyncio.gather(*self.chores, return_exceptions=True)
 
 
 class Lent:

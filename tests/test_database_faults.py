@@ -1,4 +1,4 @@
-"""A database that freezes, stops or starts: bounded 503s, no 500."""
+"""A database that freezes, stops or starts: bounded 503s, no 500, no claim left held."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from tests.db_faults import FaultyDatabase, Mode, faulty_database
 from tests.facade_clients import rpc
 from tests.servers import serve_asgi
 from tests.test_continue import Agent, StartFake, register_fake, start
-from tests.test_continue_failures import Flaky
+from tests.test_continue_failures import Flaky, claim_of
 
 # The database bound of these gateways; the rule is a 503 within it plus one second.
 DB_TIMEOUT_S = 2.0
@@ -118,6 +118,33 @@ async def test_every_request_answers_503_within_the_bound_while_the_database_is_
     faulty.proxy.set("up")
     r = await faulty.client.call("GET", "/readyz")
     assert r.status == 200, r.raw
+
+
+async def test_a_follow_up_whose_outcome_cannot_be_recorded_leaves_no_claim_held(
+    faulty: Faulty, db: asyncpg.Connection
+) -> None:
+    faulty.flaky.mode = "hold"
+    sent = asyncio.create_task(
+        faulty.client.call("POST", faulty.agent.messages("T1"), {"text": "Paris"})
+    )
+    await eventually(lambda: _claimed(db))
+    faulty.proxy.set("frozen")
+    faulty.flaky.release.set()
+
+    r, elapsed = await timed(sent)
+
+    assert r.status == 200, r.raw  # the agent has the message; its answer is passed on
+    assert elapsed < WITHIN_S + 0.5
+    faulty.proxy.set("up")
+    await eventually(lambda: _released(db))
+
+
+async def _claimed(db: asyncpg.Connection) -> bool:
+    return (await claim_of(db, "T1"))[0] is not None
+
+
+async def _released(db: asyncpg.Connection) -> bool:
+    return await claim_of(db, "T1") == (None, None)
 
 
 def answer_of(r: Response) -> tuple[int, Any]:
