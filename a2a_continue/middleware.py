@@ -29,6 +29,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from a2a_continue import auth, telemetry
 from a2a_continue.auth import Caller, TokenSource
+from a2a_continue.db import as_unavailable
 from a2a_continue.errors import (
     AppError,
     MethodNotAllowed,
@@ -335,6 +336,9 @@ class Edge:
         """The problem to answer for ``exc``; a bug is logged, once, and answered 500."""
         if isinstance(exc, AppError):
             return exc
+        unavailable = as_unavailable(exc)  # a database fault outside a loan's mapping
+        if unavailable is not None:
+            return unavailable
         if isinstance(exc, HTTPException):
             error = AppError(exc.detail)
             error.status, error.title = exc.status_code, exc.detail

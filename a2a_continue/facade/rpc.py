@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from a2a_continue.a2a.protocol import INTERRUPTED_STATES, TERMINAL_STATES
+from a2a_continue.db import as_unavailable
 from a2a_continue.errors import AppError, Forbidden
 from a2a_continue.facade import methods as m
 from a2a_continue.facade import streams
@@ -185,6 +186,7 @@ def resolve(request: Request, parsed: RpcRequest) -> MethodSpec:
 
 
 def _failure(call: m.Call, parsed: RpcRequest, exc: Exception) -> Response:
+    exc = as_unavailable(exc) or exc
     if isinstance(exc, RpcError):
         return rpc_response(parsed.rpc_id, error=exc.render(call.version))
     if isinstance(exc, m.AgentRpcError):
