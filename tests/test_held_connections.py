@@ -1,8 +1,11 @@
-"""Held connections: more callers than connections all get one; a failed turn goes back."""
+"""Held connections: more callers than connections all get one; a failed or ended turn goes
+back to the pool."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from typing import Any
 
 import asyncpg
 import pytest
@@ -62,3 +65,38 @@ async def test_a_waiter_that_gives_up_leaves_the_connection_to_the_next(database
     finally:
         await held.close()
         await pool.close()
+
+
+async def test_a_connection_the_server_ended_while_lent_goes_back_without_error(
+    database_url: str, db: asyncpg.Connection
+) -> None:
+    pool = await create_pool(database_url, 1)
+    held = HeldConnections(pool, 1)
+    try:
+        conn = await held.acquire()
+        pid = await conn.fetchval("SELECT pg_backend_pid()")
+        await db.fetchval("SELECT pg_terminate_backend($1)", pid)
+        await eventually_closed(conn)
+
+        await held.release(conn, clean=True)
+
+        assert (held.idle, held.out) == ([], 0)
+        again = await held.acquire(wait_s=5)
+        assert await again.fetchval("SELECT 1") == 1
+        await held.release(again, clean=True)
+    finally:
+        await held.close()
+        await pool.close()
+
+
+async def eventually_closed(conn: Any, within_s: float = 10) -> None:
+    """Wait until asyncpg has seen the server end ``conn`` (it detaches a lent one)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            if conn.is_closed():
+                return
+        except asyncpg.InterfaceError:
+            return
+        assert time.monotonic() < deadline, "the connection never closed"
+        await asyncio.sleep(0.02)
