@@ -101,9 +101,13 @@ def create_app(
             # release their claims before the pool closes.
             with suppress(TimeoutError):
                 await asyncio.wait_for(edge.idle(), RELEASE_S)
+            await gateway.stop_chores()
             await session.close()
             await held.close()
-            await pool.close()
+            # A frozen database would never answer the graceful close: asyncpg terminates
+            # the connections of a close cut short.
+            with suppress(TimeoutError):
+                await asyncio.wait_for(pool.close(), RELEASE_S)
             metrics.worker_exited(os.getpid())
 
     edge = Edge(routes, tokens, lifespan)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
+import time
 import uuid
 from typing import Any
 
@@ -37,6 +39,10 @@ from a2a_continue.runtime.db import Conn, Record
 from a2a_continue.runtime.gateway import Gateway
 
 log = logging.getLogger(__name__)
+
+# The first and the longest pause between retries of a claim's release.
+RELEASE_RETRY_S = 0.25
+RELEASE_RETRY_MAX_S = 5.0
 
 # Find the visible task and, in the same statement, claim it for one follow-up: the claim
 # is taken only when the task is not terminal, its context matches and no live claim holds
@@ -305,12 +311,34 @@ class FollowUp:
         return self.target().timeout_s + self.gw.settings.claim_margin_s
 
     async def release(self) -> None:
-        """Give up the claim without recording anything."""
+        """Give up the claim without recording anything.
+
+        A database that refuses the release gets it again in the background until it takes
+        it or the claim has expired: the request has answered, so nothing else frees the
+        task sooner, and the claim may be held for the agent's whole timeout.
+        """
+        if await self._released():
+            return
+        log.warning("could not release the claim on task %s; retrying", self.row["row_id"])
+        self.gw.in_background(self._release_later(time.monotonic() + self.claim_ttl()))
+
+    async def _released(self) -> bool:
         try:
             async with self.gw.connection() as conn:
                 await conn.execute(RELEASE_CLAIM, self.row["row_id"], self.claim)
         except Exception:
-            log.exception("could not release the claim on task %s", self.row["row_id"])
+            return False
+        return True
+
+    async def _release_later(self, expires: float) -> None:
+        pause = RELEASE_RETRY_S
+        while time.monotonic() + pause < expires:
+            await asyncio.sleep(pause)
+            if await self._released():
+                log.info("released the claim on task %s", self.row["row_id"])
+                return
+            pause = min(pause * 2, RELEASE_RETRY_MAX_S)
+        log.warning("the claim on task %s was never released; it expires", self.row["row_id"])
 
 
 async def begin_follow_up(

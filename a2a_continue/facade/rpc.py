@@ -27,6 +27,7 @@ from a2a_continue.facade.errors import (
     from_app_error,
 )
 from a2a_continue.limits import MAX_JSON_DEPTH, TooDeep, check_depth, nul_path
+from a2a_continue.runtime.db import as_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +187,7 @@ def resolve(request: Request, parsed: RpcRequest) -> MethodSpec:
 
 
 def _failure(call: Call, parsed: RpcRequest, exc: Exception) -> Response:
+    exc = as_unavailable(exc) or exc
     if isinstance(exc, RpcError):
         return rpc_response(parsed.rpc_id, error=exc.render(call.version))
     if isinstance(exc, m.AgentRpcError):

@@ -42,6 +42,7 @@ from a2a_continue.obs import telemetry
 from a2a_continue.obs.logs import RequestLog
 from a2a_continue.obs.metrics import UNMATCHED, HttpSeries
 from a2a_continue.obs.telemetry import RequestInfo
+from a2a_continue.runtime.db import as_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -336,6 +337,9 @@ class Edge:
         """The problem to answer for ``exc``; a bug is logged, once, and answered 500."""
         if isinstance(exc, AppError):
             return exc
+        unavailable = as_unavailable(exc)  # a database fault outside a loan's mapping
+        if unavailable is not None:
+            return unavailable
         if isinstance(exc, HTTPException):
             error = AppError(exc.detail)
             error.status, error.title = exc.status_code, exc.detail

@@ -14,6 +14,7 @@ import asyncpg
 import msgspec
 from asyncpg.pool import PoolConnectionProxy
 
+from a2a_continue.errors import DatabaseUnavailable
 from a2a_continue.limits import encode_storable_json
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,31 @@ Connection = asyncpg.Connection
 Conn = asyncpg.Connection | PoolConnectionProxy
 Record = asyncpg.Record
 QueryLogger = Callable[[Any], None]
+
+# What a lost, refused, stopping or starting database raises: the client's connection
+# errors and the server's 08 (connection), 53 (resources) and 57 (shutdown, "cannot connect
+# now") classes.
+DB_DOWN = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InsufficientResourcesError,
+    asyncpg.OperatorInterventionError,
+    asyncpg.InterfaceError,
+)
+# What a database that does not answer in time raises (the client's or the server's timer);
+# checked before DB_DOWN, which holds QueryCanceledError's class.
+DB_SLOW = (TimeoutError, asyncpg.QueryCanceledError)
+DB_FAULTS = DB_SLOW + DB_DOWN
+
+# The client's own bounds come this long after the server's statement_timeout, so that a
+# slow statement is ended by the server (its connection stays usable) and the client ends
+# only what a frozen server never answers.
+CLIENT_GRACE_S = 0.25
+
+
+def as_unavailable(exc: BaseException) -> DatabaseUnavailable | None:
+    """The 503 for a database fault, else None."""
+    return DatabaseUnavailable() if isinstance(exc, DB_FAULTS) else None
 
 
 def sql_dir() -> Path:
@@ -59,7 +85,8 @@ async def create_pool(
 ) -> Pool:
     """Open the pool; ``on_query`` sees every statement (used to count round trips).
 
-    ``timeout_s`` bounds each connect and each statement (client and server side).
+    ``timeout_s`` bounds each connect and each statement (client and server side); a
+    loan's whole wait is bounded by the gateway (`Gateway.connection`).
     """
 
     async def init(conn: Connection) -> None:
@@ -73,7 +100,7 @@ async def create_pool(
     if timeout_s is not None:
         bounds = {
             "timeout": timeout_s,
-            "command_timeout": timeout_s,
+            "command_timeout": timeout_s + CLIENT_GRACE_S,
             "server_settings": {"statement_timeout": str(max(1, int(timeout_s * 1000)))},
         }
     pool = await asyncpg.create_pool(
@@ -101,21 +128,24 @@ class HeldConnections:
         self.idle: list[Any] = []
         self.waiters: deque[asyncio.Future[Any]] = deque()
 
+    def take(self) -> Any:
+        """A held connection still open, or None; never waits."""
+        while self.idle:
+            conn = self.idle.pop()
+            if _usable(conn):
+                return conn
+            # Its server end went away while it waited here (a restart, a terminated
+            # backend): the pool replaces it, rather than a caller getting a 503 for it.
+            self.out -= 1
+            with suppress(asyncpg.InterfaceError):  # asyncpg gave it back itself
+                conn.terminate()
+        return None
+
     async def acquire(self, wait_s: float | None = None) -> Any:
         """A connection: a held one if any, else one from the pool (waiting up to wait_s)."""
-        while self.idle:
-            # A connection whose server end went away while it waited here (a restart, a
-            # terminated backend) goes back to the pool, which replaces it, rather than a
-            # caller getting a 503 for it.
-            conn = self.idle.pop()
-            try:
-                if not conn.is_closed():
-                    return conn
-            except asyncpg.InterfaceError:  # asyncpg gave it back itself when it closed
-                self.out -= 1
-                continue
-            self.out -= 1
-            await self.pool.release(conn)
+        conn = self.take()
+        if conn is not None:
+            return conn
         if self.out < self.keep:
             self.out += 1
             try:
@@ -142,7 +172,7 @@ class HeldConnections:
 
     async def release(self, conn: Any, clean: bool) -> None:
         """Pass on a connection that ended its turn cleanly; return any other to the pool."""
-        if clean and not conn.is_closed() and not conn.is_in_transaction():
+        if clean and _usable(conn) and not conn.is_in_transaction():
             self._hand_on(conn)
             return
         self.out -= 1
@@ -171,6 +201,14 @@ class HeldConnections:
         self.out -= len(idle)
         for conn in idle:
             await self.pool.release(conn)
+
+
+def _usable(conn: Any) -> bool:
+    """Tell whether a lent connection is still open (asyncpg detaches one that closed)."""
+    try:
+        return not conn.is_closed()
+    except asyncpg.InterfaceError:
+        return False
 
 
 async def migrate(conn: Connection) -> list[str]:

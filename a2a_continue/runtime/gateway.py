@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from contextlib import suppress
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -13,7 +15,15 @@ import asyncpg
 from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.errors import DatabaseUnavailable
 from a2a_continue.runtime.call_limits import AgentSlots
-from a2a_continue.runtime.db import Conn, HeldConnections, Record
+from a2a_continue.runtime.db import (
+    CLIENT_GRACE_S,
+    DB_FAULTS,
+    DB_SLOW,
+    Conn,
+    HeldConnections,
+    Record,
+)
+from a2a_continue.runtime.db import DB_DOWN as DB_DOWN
 from a2a_continue.runtime.hub import Hub
 from a2a_continue.runtime.open_streams import Streams
 from a2a_continue.runtime.secrets import Sealer
@@ -36,16 +46,10 @@ class WatcherPort(Protocol):
         ...
 
 
-# What a lost or refused database connection raises.
-DB_DOWN = (
-    OSError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.TooManyConnectionsError,
-    asyncpg.InterfaceError,
-)
-# What a database that does not answer in time raises (the client's or the server's timer).
-DB_SLOW = (TimeoutError, asyncpg.QueryCanceledError)
+# Per task: until when loans fail at once, after one ran out of time. A request then waits
+# on a stuck database once, not again at each step after it (recording an answer, releasing
+# a claim, storing an idempotent answer).
+_stuck_until: ContextVar[float] = ContextVar("a2ac_db_stuck_until", default=0.0)
 
 # Agent targets kept per process; a changed row (new URL, credentials…) makes a new key.
 TARGETS_KEPT = 1024
@@ -78,6 +82,7 @@ class Gateway:
     watcher: WatcherPort | None = None
     targets: dict[tuple[Any, ...], AgentTarget] = field(default_factory=dict)
     held: HeldConnections | None = None
+    chores: set[asyncio.Task[None]] = field(default_factory=set)
     slots: AgentSlots = field(init=False)
 
     def __post_init__(self) -> None:
@@ -102,20 +107,40 @@ class Gateway:
 
     def connection(self) -> Lent:
         """Lend a pooled connection for an ``async with`` block; a database that cannot be
-        reached, or does not answer within ``db_timeout_s`` (to lend a connection or to run a
-        statement), is a 503."""
+        reached, or does not answer within ``db_timeout_s`` (to lend a connection and run
+        the block's statements, all told), is a 503."""
         return Lent(self)
+
+    def in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` past the request that starts it (the gateway's stop cancels it)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self.chores.add(task)
+        task.add_done_callback(self.chores.discard)
+
+    async def stop_chores(self) -> None:
+        """Cancel the background work still running and wait for it to end."""
+        for task in list(self.chores):
+            task.cancel()
+        await asyncio.gather(*self.chores, return_exceptions=True)
 
 
 class Lent:
     """One loan of a pooled connection (a class, not a generator: it is on every request's
-    path twice, and a generator-based context manager costs several times more)."""
+    path twice, and a generator-based context manager costs several times more).
 
-    __slots__ = ("conn", "gw")
+    One deadline bounds the loan: the wait for a connection (the pool's connect and its
+    handshake included) and every statement of the block. When it passes, the connection
+    is terminated, not closed: a frozen server would never answer a graceful close, and a
+    connection whose statement the client gave up on is in an unknown state.
+    """
+
+    __slots__ = ("conn", "expired", "gw", "timer")
 
     def __init__(self, gw: Gateway) -> None:
         self.gw = gw
         self.conn: Any = None
+        self.expired = False
+        self.timer: asyncio.TimerHandle | None = None
 
     def _slow(self) -> DatabaseUnavailable:
         bound = self.gw.settings.db_timeout_s
@@ -123,31 +148,59 @@ class Lent:
             f"the database did not answer within {bound:g} s; try again shortly"
         )
 
+    def _stuck(self) -> DatabaseUnavailable:
+        _stuck_until.set(asyncio.get_running_loop().time() + self.gw.settings.db_timeout_s)
+        return self._slow()
+
     async def __aenter__(self) -> Conn:
         gw = self.gw
-        bound = gw.settings.db_timeout_s
-        try:
-            if gw.held is not None:
-                self.conn = await gw.held.acquire(bound)
-            else:
-                self.conn = await gw.pool.acquire(timeout=bound)
-        except DB_SLOW:
-            raise self._slow() from None
-        except DB_DOWN:
-            raise DatabaseUnavailable() from None
-        conn: Conn = self.conn
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if _stuck_until.get() > now:
+            raise self._slow()
+        deadline = now + gw.settings.db_timeout_s + CLIENT_GRACE_S
+        conn = gw.held.take() if gw.held is not None else None
+        if conn is None:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    if gw.held is not None:
+                        conn = await gw.held.acquire()
+                    else:
+                        conn = await gw.pool.acquire()
+            except DB_SLOW:
+                raise self._stuck() from None
+            except DB_DOWN:
+                raise DatabaseUnavailable() from None
+        self.conn = conn
+        self.timer = loop.call_at(deadline, self._expire)
         return conn
+
+    def _expire(self) -> None:
+        """End the loan's connection: its statement fails at once, whatever the server does."""
+        self.expired = True
+        self._terminate()
+
+    def _terminate(self) -> None:
+        with suppress(asyncpg.InterfaceError):  # asyncpg already ended it
+            self.conn.terminate()
 
     async def __aexit__(self, kind: Any, error: Any, trace: Any) -> None:
         gw, conn = self.gw, self.conn
-        if gw.held is not None:
-            await gw.held.release(conn, kind is None)
-        else:
-            # The pool finishes a release it has begun even when this wait gives up.
-            with suppress(TimeoutError):
-                await asyncio.wait_for(gw.pool.release(conn), gw.settings.db_timeout_s)
-        if kind is not None:
-            if issubclass(kind, DB_SLOW):
-                raise self._slow() from None
-            if issubclass(kind, DB_DOWN):
-                raise DatabaseUnavailable() from None
+        fault = kind is not None and issubclass(kind, DB_FAULTS)
+        if fault:
+            # A connection that saw a fault is not lent again: nothing waits on its reset.
+            self._terminate()
+        try:
+            if gw.held is not None:
+                await gw.held.release(conn, kind is None and not self.expired)
+            else:
+                await gw.pool.release(conn)
+        except DB_FAULTS:
+            pass  # the deadline ended it during its reset; the pool has it back
+        finally:
+            assert self.timer is not None
+            self.timer.cancel()
+        if fault:
+            if self.expired or issubclass(kind, DB_SLOW):
+                raise self._stuck() from None
+            raise DatabaseUnavailable() from None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -12,44 +11,17 @@ import aiohttp
 import asyncpg
 import msgspec
 import pytest
-from aiohttp import web
 
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings
 from tests.support.agents import Agent, events, register, register_fake, start
 from tests.support.client import Client, assert_problem
-from tests.support.fakes import StartFake, rpc_result, task_body
+from tests.support.database import claim_of
+from tests.support.fakes import Flaky, StartFake, rpc_result, task_body
 from tests.support.servers import serve_asgi
 
 JSON = dict[str, Any]
 CLOSED_PORT_URL = "http://127.0.0.1:1/"
-
-
-class Flaky:
-    """A 1.0 agent that asks for a city, then answers follow-ups as ``mode`` says."""
-
-    def __init__(self) -> None:
-        self.mode = "answer"
-        self.release = asyncio.Event()
-
-    async def __call__(self, request: JSON) -> Any:
-        if "taskId" not in request["params"]["message"]:
-            return rpc_result(request, task_body("1.0", "T1", "input-required", "C1"))
-        if self.mode == "http-500":
-            return web.Response(status=500, text="boom")
-        if self.mode == "not-json":
-            return web.Response(body=b"<html>oops</html>", content_type="text/html")
-        if self.mode == "hold":
-            await self.release.wait()
-        return rpc_result(request, task_body("1.0", "T1", "completed", "C1", ["Sunny"]))
-
-
-async def claim_of(db: asyncpg.Connection, task_id: str) -> tuple[Any, Any]:
-    row = await db.fetchrow(
-        "SELECT claim_token, claim_expires_at FROM a2a_tasks WHERE task_id = $1", task_id
-    )
-    assert row is not None
-    return row["claim_token"], row["claim_expires_at"]
 
 
 async def move_agent(client: Client, agent: Agent, url: str) -> None:

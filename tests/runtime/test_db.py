@@ -13,6 +13,7 @@ import pytest
 from a2a_continue.a2a.protocol import CANONICAL_STATES
 from a2a_continue.runtime.db import HeldConnections, create_pool, migrate_url, migration_files
 from tests.support.database import create_database, drop_database, insert_agent, with_database
+from tests.support.waiting import eventually
 
 # The schema must accept exactly the states the product speaks.
 STATES = CANONICAL_STATES
@@ -203,7 +204,8 @@ async def test_deleting_an_agent_cascades_to_tasks_and_events(db: asyncpg.Connec
     assert await db.fetchval("SELECT count(*) FROM a2a_task_events") == 2
 
 
-# ---- held connections: more callers than connections all get one; a failed turn goes back ----
+# ---- held connections: more callers than connections all get one; a failed or ended turn
+# goes back ----------------------------------------------------------------------------------
 
 
 async def test_more_callers_than_connections_are_all_served_in_turn(database_url: str) -> None:
@@ -254,6 +256,36 @@ async def test_a_waiter_that_gives_up_leaves_the_connection_to_the_next(database
         await held.release(first, clean=True)
         again = await held.acquire(wait_s=5)
         assert again is first
+        await held.release(again, clean=True)
+    finally:
+        await held.close()
+        await pool.close()
+
+
+def closed(conn: Any) -> bool:
+    """Whether asyncpg has seen the server end ``conn`` (it detaches a lent one)."""
+    try:
+        return bool(conn.is_closed())
+    except asyncpg.InterfaceError:
+        return True
+
+
+async def test_a_connection_the_server_ended_while_lent_goes_back_without_error(
+    database_url: str, db: asyncpg.Connection
+) -> None:
+    pool = await create_pool(database_url, 1)
+    held = HeldConnections(pool, 1)
+    try:
+        conn = await held.acquire()
+        pid = await conn.fetchval("SELECT pg_backend_pid()")
+        await db.fetchval("SELECT pg_terminate_backend($1)", pid)
+        await eventually(lambda: closed(conn), "the ended connection seen closed", within_s=10)
+
+        await held.release(conn, clean=True)
+
+        assert (held.idle, held.out) == ([], 0)
+        again = await held.acquire(wait_s=5)
+        assert await again.fetchval("SELECT 1") == 1
         await held.release(again, clean=True)
     finally:
         await held.close()

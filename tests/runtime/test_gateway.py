@@ -116,11 +116,14 @@ async def test_waiting_for_a_pooled_connection_is_bounded(settings: Settings) ->
     bounded = msgspec.structs.replace(settings, db_timeout_s=BOUND_S)
     async with aiohttp.ClientSession() as session:
         gw = Gateway(bounded, pool, session, Sealer(decode_key(settings.encryption_key)))
+        # The pool's one connection is held outside any loan (a loan that outlives its own
+        # bound loses its connection, which would let the waiter in).
+        taken = await pool.acquire()
         try:
-            async with gw.connection():
-                with pytest.raises(DatabaseUnavailable) as refused:
-                    async with asyncio.timeout(30), gw.connection():
-                        pass
+            with pytest.raises(DatabaseUnavailable) as refused:
+                async with asyncio.timeout(30), gw.connection():
+                    pass
         finally:
+            await pool.release(taken)
             await pool.close()
     assert refused.value.headers["Retry-After"]

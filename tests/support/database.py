@@ -62,3 +62,11 @@ async def counts(db: asyncpg.Connection) -> tuple[int, int, int]:
     )
     assert row is not None
     return row[0], row[1], row[2]
+
+
+async def claim_of(db: asyncpg.Connection, task_id: str) -> tuple[Any, Any]:
+    row = await db.fetchrow(
+        "SELECT claim_token, claim_expires_at FROM a2a_tasks WHERE task_id = $1", task_id
+    )
+    assert row is not None
+    return row["claim_token"], row["claim_expires_at"]

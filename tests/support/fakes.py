@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+from aiohttp import web
 
 JSON = dict[str, Any]
 
@@ -193,3 +194,22 @@ class HeldAgent:
             self.arrived.set()
             await self.release.wait()
         return rpc_result(request, task_body("1.0", "T1", "completed", "C1"))
+
+
+class Flaky:
+    """A 1.0 agent that asks for a city, then answers follow-ups as ``mode`` says."""
+
+    def __init__(self) -> None:
+        self.mode = "answer"
+        self.release = asyncio.Event()
+
+    async def __call__(self, request: JSON) -> Any:
+        if "taskId" not in request["params"]["message"]:
+            return rpc_result(request, task_body("1.0", "T1", "input-required", "C1"))
+        if self.mode == "http-500":
+            return web.Response(status=500, text="boom")
+        if self.mode == "not-json":
+            return web.Response(body=b"<html>oops</html>", content_type="text/html")
+        if self.mode == "hold":
+            await self.release.wait()
+        return rpc_result(request, task_body("1.0", "T1", "completed", "C1", ["Sunny"]))
