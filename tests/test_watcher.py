@@ -15,8 +15,9 @@ import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
+from a2a_continue.a2a.answers import TASK, Update
 from a2a_continue.app import create_app
-from a2a_continue.core.updates import TASK, Update, record_update
+from a2a_continue.core.updates import record_update
 from a2a_continue.ops.sample_agent import start_sample_agent
 from a2a_continue.settings import Settings, SettingsError, load_settings
 from tests.conftest import Client, token
