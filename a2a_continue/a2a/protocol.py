@@ -1,4 +1,4 @@
-"""The A2A wire: task states, 0.3/1.0 message builders and the JSON-RPC answer parser."""
+"""The A2A wire: task states, parts, and the 0.3/1.0 requests (answers are read in answers.py)."""
 
 from __future__ import annotations
 
@@ -215,7 +215,7 @@ def build_subscribe_request(version: str, rpc_id: str, task_id: str) -> JSON:
     return {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": {"id": task_id}}
 
 
-# Answers
+# What answers carry
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,16 +227,6 @@ class AgentTask:
     state: str
     status_message: JSON | None
     artifacts: list[JSON]
-
-
-@dataclass(frozen=True, slots=True)
-class AgentAnswer:
-    """What an agent answered: exactly one of a task, a message or a JSON-RPC error."""
-
-    task: AgentTask | None
-    message: JSON | None
-    error_code: int | None
-    error_message: str | None
 
 
 class ProtocolError(ValueError):
@@ -254,109 +244,3 @@ def storable_id(name: str, value: str) -> str:
         )
     stored: str = scrub(value)
     return stored
-
-
-def _parse_task(raw: object) -> AgentAnswer:
-    if not isinstance(raw, dict):
-        raise ProtocolError("the task in the answer is not an object")
-    task_id = raw.get("id")
-    if not isinstance(task_id, str):
-        raise ProtocolError("the task in the answer has no string 'id'")
-    status = raw.get("status")
-    if not isinstance(status, dict):
-        raise ProtocolError(f"task {task_id!r} has no 'status' object")
-    context_id = raw.get("contextId")
-    if context_id is not None and not isinstance(context_id, str):
-        raise ProtocolError(f"task {task_id!r} has a non-string 'contextId'")
-    status_message = status.get("message")
-    artifacts = raw.get("artifacts")
-    # Stored copies hold no U+0000 (PostgreSQL text cannot); the caller gets the raw bytes.
-    task = AgentTask(
-        id=storable_id("id", task_id),
-        context_id=None if context_id is None else storable_id("contextId", context_id),
-        state=canonical_state(status.get("state")),
-        status_message=status_message if isinstance(status_message, dict) else None,
-        artifacts=[a for a in artifacts if isinstance(a, dict)]
-        if isinstance(artifacts, list)
-        else [],
-    )
-    return AgentAnswer(task=task, message=None, error_code=None, error_message=None)
-
-
-def _parse_message(raw: object) -> AgentAnswer:
-    if not isinstance(raw, dict):
-        raise ProtocolError("the message in the answer is not an object")
-    return AgentAnswer(task=None, message=raw, error_code=None, error_message=None)
-
-
-def _parse_v10(result: JSON) -> AgentAnswer | None:
-    if "task" in result:
-        return _parse_task(result["task"])
-    if "message" in result:
-        return _parse_message(result["message"])
-    return None
-
-
-def _parse_v03(result: JSON) -> AgentAnswer | None:
-    kind = result.get("kind")
-    if kind == "task":
-        return _parse_task(result)
-    if kind == "message":
-        return _parse_message(result)
-    return None
-
-
-def _parse_bare(result: JSON) -> AgentAnswer | None:
-    if "id" in result and "status" in result:
-        return _parse_task(result)
-    if "messageId" in result and "parts" in result:
-        return _parse_message(result)
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class RpcError:
-    """The JSON-RPC error an agent answered with."""
-
-    code: int
-    message: str | None
-
-
-def open_response(body: object, what: str) -> tuple[Any, RpcError | None]:
-    """Check a decoded JSON-RPC 2.0 response named ``what``; return its result or its error."""
-    if not isinstance(body, dict):
-        raise ProtocolError(f"{what} is not a JSON object")
-    if body.get("jsonrpc") != "2.0":
-        raise ProtocolError(f"{what} is not JSON-RPC 2.0 ('jsonrpc' is not \"2.0\")")
-    error = body.get("error")
-    if error is not None:
-        if not isinstance(error, dict):
-            raise ProtocolError("the JSON-RPC 'error' is not an object")
-        code = error.get("code")
-        if not isinstance(code, int) or isinstance(code, bool):
-            raise ProtocolError("the JSON-RPC error has no integer 'code'")
-        message = error.get("message")
-        return None, RpcError(code, message if isinstance(message, str) else None)
-    if "result" not in body:
-        raise ProtocolError(f"{what} has neither 'result' nor 'error'")
-    return body["result"], None
-
-
-def parse_answer(version: str, body: object) -> AgentAnswer:
-    """Parse an agent's decoded JSON-RPC response into a task, a message or an error."""
-    result, error = open_response(body, "the answer")
-    if error is not None:
-        return AgentAnswer(
-            task=None, message=None, error_code=error.code, error_message=error.message
-        )
-    if not isinstance(result, dict):
-        raise ProtocolError("the JSON-RPC 'result' is not an object")
-    # The registered version only decides which shape to try first: agents drift.
-    first, second = (
-        (_parse_v03, _parse_v10) if _check_version(version) == "0.3" else (_parse_v10, _parse_v03)
-    )
-    for parse in (first, second, _parse_bare):
-        answer = parse(result)
-        if answer is not None:
-            return answer
-    raise ProtocolError("the 'result' is neither a task nor a message")

@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2a_continue.a2a import protocol
+from a2a_continue.a2a.answers import ERROR, MESSAGE, TASK, Update
 from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.core import leases
 from a2a_continue.core.agents import streams
 from a2a_continue.core.exchange import exchange_stream
 from a2a_continue.core.snapshots import TASK_NOT_FOUND, ask_agent, status_mark
-from a2a_continue.core.updates import ERROR, MESSAGE, TASK, Update, parse_frame, record_update
+from a2a_continue.core.updates import record_update
 from a2a_continue.errors import (
     AgentBadAnswer,
     AgentTimeout,
@@ -281,8 +282,7 @@ class Watcher:
         )
         try:
             async with exchange_stream(self.gw, target, payload) as frames:
-                async for frame in frames:
-                    update = parse_frame(frame.body)
+                async for _, update in frames:
                     if update.kind == ERROR:
                         log.info(
                             "watch of task %s: subscription refused (%s); polling",

@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 from a2a_continue.a2a import protocol
+from a2a_continue.a2a.answers import TASK, Update
 from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.background.sweeps import EXPIRED_DATA, SYSTEM_ACTOR
 from a2a_continue.core.callers import TASK_VISIBLE, Caller
@@ -234,7 +235,7 @@ class FollowUp:
             log.exception("could not log the failed follow-up to task %s", self.row["row_id"])
             await self.release()
 
-    async def answered(self, answer: protocol.AgentAnswer) -> str:
+    async def answered(self, answer: Update) -> str:
         """Store the agent's answer and release the claim; return the state to report.
 
         Nothing here fails the request: the agent already has the message.
@@ -243,7 +244,7 @@ class FollowUp:
         metrics.followup("continued")
         if answer.error_code is not None:
             data["error"] = {"code": answer.error_code}
-        task = answer.task
+        task = answer.answered
         try:
             if task is not None and task.id != self.row["task_id"]:
                 return await self._redirected(task, data)
@@ -384,7 +385,6 @@ async def send_follow_up(gw: Gateway, follow_up: FollowUp, body: ContinueBody) -
         await follow_up.release()
         raise
     state = await follow_up.answered(answer)
-    if answer.task is not None and answer.task.id == follow_up.row["task_id"]:
-        agent_id = follow_up.row["agent_id"]
-        await after_send(gw, agent_id, answer.task, reply.body, returns_immediately(body))
-    return Forwarded(reply.raw, state)
+    if answer.kind == TASK and answer.task_id == follow_up.row["task_id"]:
+        await after_send(gw, follow_up.row["agent_id"], answer, returns_immediately(body))
+    return Forwarded(reply.raw, state, answer)

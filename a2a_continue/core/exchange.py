@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from a2a_continue.a2a import protocol
+from a2a_continue.a2a import answers, protocol
 from a2a_continue.a2a.agent_stream import Frame, stream_rpc
 from a2a_continue.a2a.downstream import AgentReply, AgentTarget, post_rpc
 from a2a_continue.core.models import ContinueBody, Message, Part
@@ -22,10 +22,12 @@ from a2a_continue.runtime.gateway import Gateway
 
 @dataclass(frozen=True, slots=True)
 class Forwarded:
-    """The agent's answer, passed back as it came, and the task state after the call."""
+    """The agent's answer, passed back as it came, the task state after the call, and what
+    the answer was read as (for whoever passes it on in another shape)."""
 
     raw: bytes
     state: str | None
+    answer: answers.Update
 
 
 def check_role(message: Message | None) -> None:
@@ -90,8 +92,8 @@ def return_immediately(value: bool | None, version: str) -> dict[str, bool]:
 
 async def exchange(
     gw: Gateway, target: AgentTarget, payload: dict[str, Any]
-) -> tuple[AgentReply, protocol.AgentAnswer]:
-    """POST the payload to the agent and parse its answer; an unusable one is a 502."""
+) -> tuple[AgentReply, answers.Update]:
+    """POST the payload to the agent and read its answer, once; an unusable one is a 502."""
     method = str(payload.get("method"))
     began = time.perf_counter()
     outcome: str | None = None
@@ -108,10 +110,10 @@ async def exchange(
                 gw.settings.agent_networks,
             )
         try:
-            answer = protocol.parse_answer(target.protocol_version, reply.body)
+            answer = answers.read(reply.body, target.protocol_version)
         except protocol.ProtocolError as exc:
             raise AgentBadAnswer(f"the agent's answer is not an A2A result: {exc}") from None
-        outcome = "ok" if answer.error_code is None else "rpc-error"
+        outcome = "ok" if answer.kind != answers.ERROR else "rpc-error"
         return reply, answer
     except (AgentTimeout, AgentUnreachable, AgentBadAnswer) as error:
         outcome = failure_outcome(error)
@@ -134,21 +136,29 @@ def failure_outcome(error: BaseException) -> str | None:
     return None
 
 
-class _Frames:
-    """The frames of an agent's stream, noting whether one was a JSON-RPC error."""
+# One frame of an agent's stream: its bytes and decoded value, and what it was read as.
+ReadFrame = tuple[Frame, answers.Update]
 
-    def __init__(self, frames: AsyncIterator[Frame]) -> None:
+
+class _Frames:
+    """The frames of an agent's stream, each read once, noting whether one was a JSON-RPC error.
+
+    A frame that is not an A2A result raises ProtocolError (its caller says what it ends).
+    """
+
+    def __init__(self, frames: AsyncIterator[Frame], version: str) -> None:
         self.frames = frames
+        self.version = version
         self.rpc_error = False
 
     def __aiter__(self) -> _Frames:
         return self
 
-    async def __anext__(self) -> Frame:
+    async def __anext__(self) -> ReadFrame:
         frame = await anext(self.frames)
-        if isinstance(frame.body, dict) and "error" in frame.body:
-            self.rpc_error = True
-        return frame
+        update = answers.read(frame.body, self.version, frame=True)
+        self.rpc_error = self.rpc_error or update.kind == answers.ERROR
+        return frame, update
 
     def outcome(self) -> str:
         """How the agent answered, as far as its frames tell."""
@@ -158,9 +168,10 @@ class _Frames:
 @contextlib.asynccontextmanager
 async def exchange_stream(
     gw: Gateway, target: AgentTarget, payload: dict[str, Any]
-) -> AsyncIterator[AsyncIterator[Frame]]:
-    """Open the agent's stream for ``payload`` and yield its frames; count the call once, when
-    the block ends: by the error that ended it, else by its frames (``rpc-error`` or ``ok``).
+) -> AsyncIterator[AsyncIterator[ReadFrame]]:
+    """Open the agent's stream for ``payload`` and yield its frames, each read once (one that is
+    not an A2A result raises ProtocolError); count the call once, when the block ends: by the
+    error that ended it, else by its frames (``rpc-error`` or ``ok``).
 
     An error of the gateway's own (a frame it could not store) leaves the outcome to the
     frames; a cancelled block (shutdown) is not counted, like a cancelled blocking call.
@@ -170,7 +181,7 @@ async def exchange_stream(
     max_bytes = gw.settings.max_agent_response_bytes
     opened = stream_rpc(gw.session, target, payload, max_bytes, gw.settings.agent_networks)
     async with contextlib.aclosing(opened) as raw:
-        frames = _Frames(raw)
+        frames = _Frames(raw, target.protocol_version)
         try:
             yield frames
         except Exception as error:

@@ -115,11 +115,12 @@ async def start_task(
     """Send a first message to an agent; store the task it starts for the caller."""
     start = await begin_start(gw, caller, agent_id, body)
     reply, answer = await exchange(gw, start.target, start.payload())
-    if answer.task is None:
-        return Forwarded(reply.raw, None)
-    state = await start.store(answer.task)
-    await after_send(gw, agent_id, answer.task, reply.body, returns_immediately(body))
-    return Forwarded(reply.raw, state)
+    task = answer.answered
+    if task is None:
+        return Forwarded(reply.raw, None, answer)
+    state = await start.store(task)
+    await after_send(gw, agent_id, answer, returns_immediately(body))
+    return Forwarded(reply.raw, state, answer)
 
 
 async def cancel_task(gw: Gateway, caller: Caller, agent_id: uuid.UUID, task_id: str) -> TaskOut:
@@ -138,7 +139,7 @@ async def cancel_task(gw: Gateway, caller: Caller, agent_id: uuid.UUID, task_id:
             f"the agent answered the cancel with error {answer.error_code}: {answer.error_message}",
             agentError={"code": answer.error_code, "message": answer.error_message},
         )
-    task = answer.task
+    task = answer.answered
     if task is None:
         raise AgentBadAnswer("the agent answered the cancel without a task")
     if task.id != row["task_id"]:

@@ -14,9 +14,9 @@ import uuid
 from typing import Any
 
 from a2a_continue.a2a import protocol
+from a2a_continue.a2a.answers import TASK, Update
 from a2a_continue.core.snapshots import status_mark
 from a2a_continue.core.tasks import TERMINAL_SQL, notify_sql
-from a2a_continue.core.updates import TASK, Update
 from a2a_continue.runtime.db import Conn, Record
 
 LIVE_SQL = f"""t.state NOT IN {TERMINAL_SQL}

@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from a2a_continue.a2a import protocol
-from a2a_continue.a2a.agent_stream import Frame
+from a2a_continue.a2a.answers import ERROR, STATUS, Update
 from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.core.agents import streams
 from a2a_continue.core.callers import Caller
@@ -36,7 +36,7 @@ from a2a_continue.core.idempotency import KeySlot
 from a2a_continue.core.invoke import Start, begin_start, start_task
 from a2a_continue.core.models import ContinueBody, StartBody
 from a2a_continue.core.tasks import record_outcome
-from a2a_continue.core.updates import ERROR, STATUS, Update, parse_frame, record_update
+from a2a_continue.core.updates import record_update
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AppError
 from a2a_continue.obs import metrics
 from a2a_continue.runtime.gateway import Gateway
@@ -46,19 +46,18 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Relayed:
-    """One event for the caller: what it carries, the agent's frame (bytes and value), or the
-    gateway's final problem when the stream failed."""
+    """One event for the caller: what it carries, the agent's frame (its bytes and what it was
+    read as), or the gateway's final problem when the stream failed."""
 
     event: str
     data: bytes
-    body: Any
+    answer: Update | None
     problem: AppError | None = None
 
 
 def problem_event(error: AppError) -> Relayed:
     """The final `error` event of a stream the gateway had to end."""
-    body = error.body()
-    return Relayed(ERROR, msgspec.json.encode(body), body, error)
+    return Relayed(ERROR, msgspec.json.encode(error.body()), None, error)
 
 
 def ends_stream(update: Update, version: str) -> bool:
@@ -108,13 +107,8 @@ class Relay:
 
 def single(result: Forwarded) -> Relay:
     """The blocking answer of an agent without streaming, as a one-event relay."""
-    body = msgspec.json.decode(result.raw)
-    try:
-        kind = parse_frame(body).kind
-    except protocol.ProtocolError:
-        kind = ERROR
     relay = Relay(result.state)
-    relay.put(Relayed(kind, result.raw, body))
+    relay.put(Relayed(result.answer.kind, result.raw, result.answer))
     relay.put(None)
     return relay
 
@@ -282,10 +276,9 @@ async def _pump(
                 exchange_stream(gw, target, payload) as frames,
                 asyncio.timeout(gw.settings.stream_max_s),
             ):
-                async for frame in frames:
-                    update = _parse(frame)
+                async for frame, update in frames:
                     await recorder.frame(update)
-                    relay.put(Relayed(update.kind, frame.raw, frame.body))
+                    relay.put(Relayed(update.kind, frame.raw, update))
                     if ends_stream(update, target.protocol_version):
                         break
         except TimeoutError:
@@ -293,6 +286,9 @@ async def _pump(
             failure = AgentTimeout(f"the agent's stream ran longer than {limit:g} s")
         except AppError as error:
             failure = error
+        except protocol.ProtocolError as exc:
+            detail = f"a frame of the agent's stream is not an A2A result: {exc}"
+            failure = AgentBadAnswer(detail)
         except Exception:
             log.exception("the stream of task %s failed", recorder.row_id)
             failure = AppError("the stream failed unexpectedly; it has been logged")
@@ -303,13 +299,6 @@ async def _pump(
     finally:
         await recorder.done()
         relay.put(None)
-
-
-def _parse(frame: Frame) -> Update:
-    try:
-        return parse_frame(frame.body)
-    except protocol.ProtocolError as exc:
-        raise AgentBadAnswer(f"a frame of the agent's stream is not an A2A result: {exc}") from None
 
 
 async def _run(

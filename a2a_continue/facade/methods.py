@@ -8,12 +8,13 @@ from typing import Any
 import msgspec
 
 from a2a_continue.a2a import protocol
+from a2a_continue.a2a.answers import ERROR, TASK, Update
 from a2a_continue.core import continuation, invoke
 from a2a_continue.core.callers import TASK_VISIBLE
-from a2a_continue.core.exchange import exchange
 from a2a_continue.core.models import ContinueBody, StartBody, TaskOut
+from a2a_continue.core.snapshots import ask_agent
 from a2a_continue.core.tasks import find_task, list_tasks
-from a2a_continue.core.updates import record_update, update_from_task
+from a2a_continue.core.updates import record_update
 from a2a_continue.errors import AgentBadAnswer, Invalid, NotCancelable
 from a2a_continue.facade import keys, translate
 from a2a_continue.facade.context import Call
@@ -29,7 +30,6 @@ from a2a_continue.runtime.gateway import target_of
 
 JSON = dict[str, Any]
 
-_GET_METHODS = {"0.3": "tasks/get", "1.0": "GetTask"}
 MAX_PAGE_SIZE = 100
 DEFAULT_PAGE_SIZE = 50
 
@@ -107,7 +107,15 @@ def send_body(params: JSON) -> StartBody:
         raise bad_params((loc.rstrip("`") or "$").replace("$", "$.params", 1), text) from None
 
 
-def _answer(raw: bytes, version: str) -> object:
+def _answer(answer: Update, version: str) -> object:
+    """The agent's answer in the client's version: its result, or its error raised."""
+    if answer.kind == ERROR:
+        raise AgentRpcError(answer.raw, version)
+    return translate.shaped(answer.kind, answer.raw, version)
+
+
+def _kept_answer(raw: bytes, version: str) -> object:
+    """A kept answer in the client's version, read from its bytes (no agent was asked)."""
     reply = msgspec.json.decode(raw)
     if reply.get("error") is not None:
         raise AgentRpcError(reply["error"], version)
@@ -127,7 +135,7 @@ async def send(call: Call, params: JSON) -> object:
                 call.gw, call.caller, call.agent_id, task_id, as_continue(body), key=slot
             )
         slot.keep(forwarded(sent))
-    return _answer(sent.raw, call.version)
+    return _answer(sent.answer, call.version)
 
 
 def replayed(call: Call, status: int, raw: bytes) -> object:
@@ -137,7 +145,7 @@ def replayed(call: Call, status: int, raw: bytes) -> object:
             detail = msgspec.json.decode(raw).get("detail", "the agent refused to cancel")
             raise NotCancelable(str(detail))
         return stored_task(msgspec.json.decode(raw, type=TaskOut), call.version)
-    return _answer(raw, call.version)
+    return _kept_answer(raw, call.version)
 
 
 def as_continue(body: StartBody) -> ContinueBody:
@@ -157,36 +165,19 @@ async def get(call: Call, params: JSON) -> object:
     async with call.gw.connection() as conn:
         row = await find_task(conn, call.caller, call.agent_id, task_id)
     target = target_of(row, call.gw.sealer, call.gw.settings.agent_timeout_s)
-    agent_params: JSON = {"id": task_id}
-    if history_length is not None:
-        agent_params["historyLength"] = history_length
-    payload = {
-        "jsonrpc": "2.0",
-        "id": protocol.new_rpc_id(),
-        "method": _GET_METHODS[target.protocol_version],
-        "params": agent_params,
-    }
-    reply, answer = await exchange(call.gw, target, payload)
-    if answer.error_code is not None:
-        raise AgentRpcError(reply.body.get("error"), call.version)
-    if answer.task is None or answer.task.id != task_id:
+    answer = await ask_agent(call.gw, target, task_id, history_length)
+    if answer.kind == ERROR:
+        raise AgentRpcError(answer.raw, call.version)
+    if answer.kind != TASK or answer.task_id != task_id:
         raise AgentBadAnswer("the agent answered GetTask without the task")
-    found = translate.frame_kind(reply.body["result"])
-    assert found is not None
-    await _record_refresh(call, row, found[1])
-    return translate.task(found[1], call.version, history_length)
+    await _record_refresh(call, row, answer)
+    return translate.task(answer.raw, call.version, history_length)
 
 
-async def _record_refresh(call: Call, row: Any, snapshot: JSON) -> None:
+async def _record_refresh(call: Call, row: Any, answer: Update) -> None:
     """Record what the agent's answer changed, as `GET …?refresh=true` does (§8.4)."""
     async with call.gw.connection() as conn:
-        await record_update(
-            conn,
-            row["row_id"],
-            update_from_task(snapshot),
-            source="refresh",
-            actor=call.caller.sub,
-        )
+        await record_update(conn, row["row_id"], answer, source="refresh", actor=call.caller.sub)
 
 
 def stored_task(task: TaskOut, version: str) -> object:
@@ -279,6 +270,6 @@ async def push_not_supported(call: Call, params: JSON) -> object:
 
 
 Method = Callable[[Call, JSON], Awaitable[object]]
-# A streaming method yields results (any version's shape); the first one is awaited before
-# the stream is answered, so refusals before it are plain JSON-RPC errors.
-StreamMethod = Callable[[Call, JSON], AsyncGenerator[object]]
+# A streaming method yields results (streaming.Result, streaming.ErrorFrame); the first one
+# is awaited before the stream is answered, so refusals before it are plain JSON-RPC errors.
+StreamMethod = Callable[[Call, JSON], AsyncGenerator[Any]]

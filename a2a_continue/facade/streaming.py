@@ -16,6 +16,7 @@ import msgspec
 from sse_starlette import ServerSentEvent
 
 from a2a_continue.a2a import protocol
+from a2a_continue.a2a.answers import ARTIFACT, ERROR, STATUS, TASK
 from a2a_continue.a2a.protocol import TERMINAL_STATES
 from a2a_continue.core import relay
 from a2a_continue.core.event_stream import EventStream
@@ -49,7 +50,16 @@ class ErrorFrame:
     error: dict[str, Any]
 
 
-Item = object  # an A2A result in either version's shape, or an ErrorFrame
+@dataclass(frozen=True, slots=True)
+class Result:
+    """One result for the client: what it is (as the reader of agent answers says, or as the
+    gateway made it) and its object, in either version's shape."""
+
+    kind: str
+    obj: Any
+
+
+Item = Result | ErrorFrame
 
 
 class ClientFrames:
@@ -69,21 +79,18 @@ class ClientFrames:
         """Tell whether a status with ``state`` is the last of this stream."""
         return protocol.canonical_state(state) in self.final_states
 
-    def shape(self, result: object) -> object | None:
+    def shape(self, result: Result) -> object | None:
         """Return the frame to send for one result (None: nothing to send)."""
-        found = translate.frame_kind(result)
-        if found is None:
-            return translate.result(result, self.version)
-        kind, obj = found
-        if kind == "task":
+        kind, obj = result.kind, result.obj
+        if kind == TASK:
             if self.version == "0.3" and self.task_sent:
                 return self._snapshot_as_status(obj)
             self.task_sent = True
-        if kind == "status-update":
+        final = False
+        if kind == STATUS:
             status = obj.get("status")
-            state = status.get("state") if isinstance(status, dict) else None
-            return translate.result(obj, self.version, final=self.final(state))
-        return translate.result(obj, self.version)
+            final = self.final(status.get("state") if isinstance(status, dict) else None)
+        return translate.shaped(kind, obj, self.version, final=final)
 
     def _snapshot_as_status(self, task: dict[str, Any]) -> object | None:
         status = task.get("status")
@@ -100,10 +107,11 @@ def _relayed(item: relay.Relayed, call: Call) -> Item:
     if item.problem is not None:
         rendered = from_app_error(item.problem, call.method, call.version)
         return ErrorFrame(rendered.render(call.version))
-    body = item.body
-    if isinstance(body, dict) and body.get("error") is not None:
-        return ErrorFrame(from_agent_error(body["error"], call.version))
-    return body.get("result") if isinstance(body, dict) else body
+    answer = item.answer
+    assert answer is not None  # only the gateway's own problem events carry none
+    if answer.kind == ERROR:
+        return ErrorFrame(from_agent_error(answer.raw, call.version))
+    return Result(answer.kind, answer.raw)
 
 
 async def send_frames(call: Call, params: m.JSON) -> AsyncGenerator[Item]:
@@ -149,7 +157,7 @@ class Follower:
             row = await find_task(conn, self.call.caller, self.call.agent_id, self.task_id)
         ids: m.JSON = {"taskId": self.task_id, "contextId": self.context_id}
         frames: list[Item] = [
-            {"kind": "artifact-update", **ids, "artifact": artifact}
+            Result(ARTIFACT, {"kind": "artifact-update", **ids, "artifact": artifact})
             for artifact in row["artifacts"]
             if artifact not in self.seen
         ]
@@ -160,7 +168,7 @@ class Follower:
         }
         if row["status_message"] is not None and event.new_state == row["state"]:
             status["message"] = row["status_message"]
-        frames.append({"kind": "status-update", **ids, "status": status})
+        frames.append(Result(STATUS, {"kind": "status-update", **ids, "status": status}))
         return frames
 
 
@@ -179,7 +187,7 @@ async def subscribe_frames(call: Call, params: m.JSON) -> AsyncGenerator[Item]:
     stream = await EventStream(
         call.gw, call.caller, call.agent_id, task_id, row["last_seq"], TERMINAL_STATES
     ).open()
-    yield m.stored_task(task_out(row), "1.0")
+    yield Result(TASK, m.stored_task(task_out(row), "1.0"))
     follower = Follower(call, row)
     async for event in stream.events():
         for frame in await follower.updates(event):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from a2a_continue.a2a import protocol
+from a2a_continue.a2a import answers, protocol
 
 JSON = dict[str, Any]
 
@@ -30,12 +30,11 @@ _V10_ROLES = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}
 
 # Stream frames: 0.3 `kind` ↔ the 1.0 member of a StreamResponse.
 _FRAME_MEMBERS = {
-    "task": "task",
-    "message": "message",
-    "status-update": "statusUpdate",
-    "artifact-update": "artifactUpdate",
+    answers.TASK: "task",
+    answers.MESSAGE: "message",
+    answers.STATUS: "statusUpdate",
+    answers.ARTIFACT: "artifactUpdate",
 }
-_FRAME_KINDS = {member: kind for kind, member in _FRAME_MEMBERS.items()}
 
 
 def timestamp(at: dt.datetime) -> str:
@@ -150,44 +149,29 @@ def artifact_update(value: JSON, version: str) -> JSON:
     return out
 
 
-def frame_kind(result: object) -> tuple[str, JSON] | None:
-    """Name what a send answer or stream frame carries, in either version: (kind, object)."""
-    if not isinstance(result, dict):
-        return None
-    kind = result.get("kind")
-    if isinstance(kind, str) and kind in _FRAME_MEMBERS:
-        return kind, result
-    for member, kind in _FRAME_KINDS.items():
-        if isinstance(result.get(member), dict):
-            return kind, result[member]
-    # Some agents leave out `kind`: tell a task from a message by its members.
-    if "id" in result and "status" in result:
-        return "task", result
-    if "messageId" in result and "parts" in result:
-        return "message", result
-    if "taskId" in result and "status" in result:
-        return "status-update", result
-    if "taskId" in result and "artifact" in result:
-        return "artifact-update", result
-    return None
-
-
-def result(value: object, version: str, *, final: bool = False) -> object:
-    """Translate a send answer or a stream frame, with the version's wrapping.
+def shaped(kind: str, obj: Any, version: str, *, final: bool = False) -> object:
+    """Translate what a send answer or a stream frame carries, ``kind`` being what it is (as
+    the reader of agent answers says), with the version's wrapping.
 
     1.0 wraps the object in a member named after what it is (``{"task": …}``); 0.3 sends
     it bare with its ``kind``. ``final`` is the 0.3 flag of a status update.
     """
-    found = frame_kind(value)
-    if found is None:
-        return value
-    kind, obj = found
-    if kind == "task":
+    if kind == answers.TASK:
         out = task(obj, version)
-    elif kind == "message":
+    elif kind == answers.MESSAGE:
         out = message(obj, version)
-    elif kind == "status-update":
+    elif kind == answers.STATUS:
         out = status_update(obj, version, final)
     else:
         out = artifact_update(obj, version)
     return {_FRAME_MEMBERS[kind]: out} if version == "1.0" else out
+
+
+def result(value: object, version: str, *, final: bool = False) -> object:
+    """Translate the ``result`` of a send answer or a stream frame (what it is, the reader says);
+    one the reader cannot read is passed on as it is."""
+    try:
+        found = answers.read_result(value, version, frame=True)
+    except protocol.ProtocolError:
+        return value
+    return shaped(found.kind, found.raw, version, final=final)

@@ -10,9 +10,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from a2a_continue.a2a import answers
 from a2a_continue.a2a.agent_stream import Frame, SseReader, stream_rpc
+from a2a_continue.a2a.answers import ARTIFACT, STATUS, TASK
 from a2a_continue.a2a.downstream import AgentTarget
-from a2a_continue.core.updates import ARTIFACT, STATUS, TASK, parse_frame
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable
 from tests.support.ports import dead_url
 from tests.support.rpc import message_v03, message_v10
@@ -217,7 +218,7 @@ async def test_a_real_sdk_agents_stream_reads_as_task_then_updates(
     async with run_sdk_agent(streaming=True) as sdk:
         to = AgentTarget(endpoint_url=sdk.url, protocol_version=version, timeout_s=5)
         frames = [f async for f in stream_rpc(session, to, payload, 1 << 20)]
-    updates = [parse_frame(f.body) for f in frames]
+    updates = [answers.read(f.body, version, frame=True) for f in frames]
     assert [u.kind for u in updates] == [TASK, STATUS, ARTIFACT, ARTIFACT, STATUS]
     assert [u.state for u in updates] == ["submitted", "working", None, None, "input-required"]
     assert [c.append for u in updates[2:4] for c in u.artifacts] == [False, True]

@@ -1,15 +1,15 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
+from a2a_continue.a2a import answers
 from a2a_continue.a2a.protocol import (
     CANONICAL_STATES,
     INTERRUPTED_STATES,
     JSON,
     TERMINAL_STATES,
-    AgentAnswer,
     AgentTask,
     ProtocolError,
     build_cancel_request,
@@ -19,7 +19,6 @@ from a2a_continue.a2a.protocol import (
     is_interrupted_task_state,
     is_terminal_task_state,
     new_rpc_id,
-    parse_answer,
     to_v03_part,
     to_v10_part,
     wire_role,
@@ -447,6 +446,21 @@ V03_MESSAGE = {"kind": "message", "messageId": "M", "role": "agent", "parts": []
 
 def rpc(result: object) -> JSON:
     return {"jsonrpc": "2.0", "id": "R", "result": result}
+
+
+class AgentAnswer(NamedTuple):
+    """A blocking answer as the reader reads it: a task, a message or a JSON-RPC error."""
+
+    task: AgentTask | None
+    message: JSON | None
+    error_code: int | None
+    error_message: str | None
+
+
+def parse_answer(version: str, body: object) -> AgentAnswer:
+    update = answers.read(body, version)
+    message = update.raw if update.kind == answers.MESSAGE else None
+    return AgentAnswer(update.answered, message, update.error_code, update.error_message)
 
 
 def task_answer(task: AgentTask) -> AgentAnswer:

@@ -9,27 +9,21 @@ from typing import Any
 import asyncpg
 import pytest
 
+from a2a_continue.a2a import answers
+from a2a_continue.a2a.answers import ARTIFACT, ERROR, MESSAGE, STATUS, TASK, ArtifactChunk, Update
 from a2a_continue.a2a.protocol import AgentTask, ProtocolError
 from a2a_continue.core.tasks import append_event, record_new_task, record_outcome
-from a2a_continue.core.updates import (
-    ARTIFACT,
-    ERROR,
-    MESSAGE,
-    STATUS,
-    TASK,
-    ArtifactChunk,
-    Update,
-    merge_artifacts,
-    parse_frame,
-    record_update,
-    update_from_task,
-)
+from a2a_continue.core.updates import merge_artifacts, record_update
 
 JSON = dict[str, Any]
 
 
 def frame(result: JSON) -> JSON:
     return {"jsonrpc": "2.0", "id": "r1", "result": result}
+
+
+def parse_frame(body: object) -> Update:
+    return answers.read(body, "1.0", frame=True)
 
 
 def text_artifact(artifact_id: str, *texts: str, **extra: Any) -> JSON:
@@ -108,7 +102,7 @@ def test_task_frames_of_both_versions_are_snapshots_with_every_artifact() -> Non
     assert v10.status_timestamp == "2026-01-01T00:00:00Z"
     assert v03.state == "working"
     assert [c.artifact for c in v10.artifacts] == [text_artifact("a1", "x")]
-    assert update_from_task(task) == v10
+    assert parse_frame(frame(task)) == v10
 
 
 def test_message_and_error_frames_are_read_as_such() -> None:

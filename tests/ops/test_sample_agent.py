@@ -13,9 +13,9 @@ from typing import Any
 import aiohttp
 import pytest
 
+from a2a_continue.a2a import answers
 from a2a_continue.a2a.agent_stream import stream_rpc
 from a2a_continue.a2a.downstream import AgentTarget
-from a2a_continue.core.updates import parse_frame
 from a2a_continue.ops.sample_agent import start_sample_agent
 from a2a_continue.ops.sample_card import sample_card
 from tests.support.ports import busy_port, free_port
@@ -130,7 +130,8 @@ async def _stream(session: aiohttp.ClientSession, url: str, method: str, params:
     version = "0.3" if "/" in method else "1.0"
     target = AgentTarget(endpoint_url=url, protocol_version=version, timeout_s=5)
     payload = {"jsonrpc": "2.0", "id": "s1", "method": method, "params": params}
-    return [parse_frame(f.body) async for f in stream_rpc(session, target, payload, 1 << 20)]
+    frames = stream_rpc(session, target, payload, 1 << 20)
+    return [answers.read(f.body, version, frame=True) async for f in frames]
 
 
 @pytest.mark.parametrize(
