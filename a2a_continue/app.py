@@ -5,19 +5,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
-from starlette.routing import Route
+from starlette.routing import BaseRoute
 
 from a2a_continue.background.sweeps import sweeping_claims
 from a2a_continue.background.watcher import Watcher
 from a2a_continue.core.idempotency import start_sweeper, stop_sweeper
-from a2a_continue.facade import handlers as facade
-from a2a_continue.http import docs, openapi
-from a2a_continue.http import handlers as h
+from a2a_continue.facade import routes as facade
+from a2a_continue.http import docs, openapi, rest
 from a2a_continue.http.edge import Edge
+from a2a_continue.http.routes import ApiRoute
 from a2a_continue.http.tokens import TokenVerifier
 from a2a_continue.obs import metrics, telemetry
 from a2a_continue.runtime.call_limits import agent_session
@@ -30,35 +30,18 @@ from a2a_continue.settings import Settings, check_jwt_secret
 
 log = logging.getLogger(__name__)
 
-TASK = "/v1/a2a/{agent_id:uuid}/tasks/{task_id:task_id}"
-FACADE = "/a2a/{agent_id:uuid}"
-
-ROUTES = [
-    Route("/healthz", h.healthz, methods=["GET"]),
-    Route("/readyz", h.readyz, methods=["GET"]),
-    Route("/v1/a2a/agents", h.list_agents, methods=["GET"]),
-    Route("/v1/a2a/agents", h.create_agent, methods=["POST"]),
-    Route("/v1/a2a/agents/{agent_id:uuid}", h.get_agent, methods=["GET"]),
-    Route("/v1/a2a/agents/{agent_id:uuid}", h.update_agent, methods=["PATCH"]),
-    Route("/v1/a2a/agents/{agent_id:uuid}", h.delete_agent, methods=["DELETE"]),
-    Route("/v1/a2a/{agent_id:uuid}/messages", h.start_task, methods=["POST"]),
-    Route("/v1/a2a/{agent_id:uuid}/tasks", h.list_tasks, methods=["GET"]),
-    Route(TASK, h.get_task, methods=["GET"]),
-    Route(TASK + "/events", h.list_events, methods=["GET"]),
-    Route(TASK + "/messages", h.continue_task, methods=["POST"]),
-    Route(TASK + "/cancel", h.cancel_task, methods=["POST"]),
-    Route("/metrics", h.metrics, methods=["GET"]),
-    *openapi.ROUTES,
-    *docs.ROUTES,
-    Route(FACADE + "/.well-known/agent-card.json", facade.agent_card, methods=["GET"]),
-    Route(FACADE, facade.agent_rpc, methods=["POST"]),
-]
+# The one route table: routing, the permission check and the API description derive from it.
+ROUTES: list[ApiRoute] = [*rest.ROUTES, *openapi.ROUTES, *docs.ROUTES, *facade.ROUTES]
 
 
 def create_app(
-    settings: Settings, *, routes: list[Route] | None = None, on_query: QueryLogger | None = None
+    settings: Settings,
+    *,
+    routes: Sequence[ApiRoute | BaseRoute] | None = None,
+    on_query: QueryLogger | None = None,
 ) -> Edge:
-    """Build the gateway for ``settings`` (``routes`` and ``on_query`` serve the tests)."""
+    """Build the gateway for ``settings`` (``routes`` and ``on_query`` serve the tests: a
+    plain Starlette route among the routes is not in the table, so it is denied)."""
     if not settings.database_url:
         raise ValueError("create_app needs settings.database_url")
     if not (settings.jwt_secret or settings.jwks_url):

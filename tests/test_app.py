@@ -11,10 +11,9 @@ import msgspec
 import pytest
 from starlette.requests import Request
 from starlette.responses import Response as StarletteResponse
-from starlette.routing import Route
 
 from a2a_continue.app import ROUTES, create_app
-from a2a_continue.core import callers as auth
+from a2a_continue.http.routes import ApiRoute, Operation
 from a2a_continue.settings import Settings, SettingsError
 from tests.support.client import Client, Response, register, token
 from tests.support.servers import serve_asgi
@@ -211,11 +210,11 @@ async def boom(request: Request) -> StarletteResponse:
     raise RuntimeError("internal detail: password=hunter2 at /srv/secret.py")
 
 
-async def test_unexpected_error_is_500_problem_without_details(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(auth.PERMISSIONS, ("GET", "/v1/a2a/boom"), "a2a.read")
-    app = create_app(settings, routes=[*ROUTES, Route("/v1/a2a/boom", boom, methods=["GET"])])
+BOOM = ApiRoute("GET", "/v1/a2a/boom", boom, "a2a.read", Operation("Fail"))
+
+
+async def test_unexpected_error_is_500_problem_without_details(settings: Settings) -> None:
+    app = create_app(settings, routes=[*ROUTES, BOOM])
     async with serve_asgi(app) as base, aiohttp.ClientSession() as session:
         r = await Client(base, session).call("GET", "/v1/a2a/boom")
     assert_problem(r, 500)
@@ -229,3 +228,31 @@ def test_create_app_refuses_a_jwt_secret_shorter_than_32_bytes(settings: Setting
     with pytest.raises(SettingsError, match="at least 32 bytes"):
         create_app(short)
     create_app(msgspec.structs.replace(settings, jwt_secret="s" * 32))
+
+
+async def hello(request: Request) -> StarletteResponse:
+    """Greet the caller."""
+    return StarletteResponse("hello")
+
+
+HELLO = ApiRoute("GET", "/v1/a2a/hello/{agent_id:uuid}", hello, "a2a.hello", Operation("Say hi"))
+
+
+async def test_a_route_added_to_the_table_alone_is_routed_checked_and_documented(
+    settings: Settings,
+) -> None:
+    app = create_app(settings, routes=[*ROUTES, HELLO])
+    path = f"/v1/a2a/hello/{uuid.uuid4()}"
+    async with serve_asgi(app) as base, aiohttp.ClientSession() as session:
+        client = Client(base, session, token(perms=["a2a.hello"]))
+        answered = await client.call("GET", path)
+        without_permission = await client.call("GET", path, bearer=token(perms=["a2a.read"]))
+        without_token = await client.call("GET", path, bearer=None)
+        document = (await client.call("GET", "/openapi.json", bearer=None)).json()
+    assert (answered.status, answered.raw) == (200, b"hello")
+    assert_problem(without_permission, 403)
+    assert_problem(without_token, 401)
+    operation = document["paths"]["/v1/a2a/hello/{agent_id}"]["get"]
+    assert operation["summary"] == "Say hi"
+    assert operation["x-permission"] == "a2a.hello"
+    assert operation["description"] == "Greet the caller.\n\nNeeds permission `a2a.hello`."

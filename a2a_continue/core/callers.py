@@ -1,4 +1,4 @@
-"""Callers: bearer JWT to identity, the route-permission table, and the scoping predicates."""
+"""Callers: bearer JWT to identity, and the scoping predicates."""
 
 from __future__ import annotations
 
@@ -12,43 +12,7 @@ import jwt
 import msgspec
 from starlette.types import Scope
 
-from a2a_continue.errors import Forbidden, Unauthorized
-
-# Every shipped route and the permission it needs. A route missing here is denied.
-PERMISSIONS: dict[tuple[str, str], str] = {
-    ("GET", "/v1/a2a/agents"): "a2a.read",
-    ("POST", "/v1/a2a/agents"): "a2a.create",
-    ("GET", "/v1/a2a/agents/{agent_id:uuid}"): "a2a.read",
-    ("PATCH", "/v1/a2a/agents/{agent_id:uuid}"): "a2a.update",
-    ("DELETE", "/v1/a2a/agents/{agent_id:uuid}"): "a2a.delete",
-    ("POST", "/v1/a2a/{agent_id:uuid}/messages"): "a2a.invoke",
-    ("GET", "/v1/a2a/{agent_id:uuid}/tasks"): "a2a.read",
-    ("GET", "/v1/a2a/{agent_id:uuid}/tasks/{task_id:task_id}"): "a2a.read",
-    ("GET", "/v1/a2a/{agent_id:uuid}/tasks/{task_id:task_id}/events"): "a2a.read",
-    ("POST", "/v1/a2a/{agent_id:uuid}/tasks/{task_id:task_id}/messages"): "a2a.invoke",
-    ("POST", "/v1/a2a/{agent_id:uuid}/tasks/{task_id:task_id}/cancel"): "a2a.invoke",
-    ("GET", "/a2a/{agent_id:uuid}/.well-known/agent-card.json"): "a2a.read",
-    ("POST", "/a2a/{agent_id:uuid}"): "per-method",
-    ("GET", "/metrics"): "a2a.metrics",
-}
-
-# The permission of a route whose handler checks one per request (the A2A façade's
-# JSON-RPC endpoint: a2a.invoke to send or cancel, a2a.read to read); the middleware
-# still requires a valid token.
-PER_METHOD = "per-method"
-
-# Routes that answer without a token.
-PUBLIC: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("GET", "/healthz"),
-        ("GET", "/readyz"),
-        ("GET", "/"),
-        ("GET", "/openapi.json"),
-        ("GET", "/docs"),
-        ("GET", "/docs/"),
-        ("GET", "/docs/{asset}"),
-    }
-)
+from a2a_continue.errors import Unauthorized
 
 
 class Caller(msgspec.Struct, frozen=True, kw_only=True):
@@ -103,16 +67,6 @@ def bearer_token(scope: Scope) -> str:
     if kind.lower() != "bearer" or not token.strip():
         raise Unauthorized("the Authorization header must be 'Bearer <token>'")
     return token.strip()
-
-
-def check_permission(caller: Caller, method: str, path: str) -> None:
-    """Refuse with 403 unless the route is in the table and the caller holds its permission
-    (a per-method route checks each method's permission itself)."""
-    permission = PERMISSIONS.get((method, path))
-    if permission is None:
-        raise Forbidden(f"{method} {path} is not in the permission table")
-    if permission != PER_METHOD and not caller.may(permission):
-        raise Forbidden(f"this route needs the {permission!r} permission")
 
 
 class TokenSource(Protocol):

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
-from starlette.routing import Route
 
 from a2a_continue.errors import NotFound
+from a2a_continue.http.routes import PUBLIC, ApiRoute, Operation
 
 
 def _assets_dir() -> Path:
@@ -79,9 +79,35 @@ async def docs_slash(request: Request) -> Response:
     return RedirectResponse("../docs", status_code=307)
 
 
+_REDIRECT = "A redirect to the docs page"
+
 ROUTES = [
-    Route("/", home, methods=["GET"]),
-    Route("/docs", docs, methods=["GET"]),
-    Route("/docs/", docs_slash, methods=["GET"]),
-    Route("/docs/{asset}", docs_asset, methods=["GET"]),
+    ApiRoute(
+        "GET",
+        "/",
+        home,
+        PUBLIC,
+        Operation(_REDIRECT, status=307, location="the docs page (`docs`)"),
+    ),
+    ApiRoute(
+        "GET",
+        "/docs",
+        docs,
+        PUBLIC,
+        Operation("A page rendering this document", answer="text/html"),
+    ),
+    ApiRoute(
+        "GET",
+        "/docs/",
+        docs_slash,
+        PUBLIC,
+        Operation(_REDIRECT, status=307, location="the docs page (`../docs`)"),
+    ),
+    ApiRoute(
+        "GET",
+        "/docs/{asset}",
+        docs_asset,
+        PUBLIC,
+        Operation("The docs page's assets", answer="a file", problems=(404,)),
+    ),
 ]

@@ -1,11 +1,12 @@
 """The one ASGI layer in front of the handlers.
 
 Per request, once each: find the route, give the request its id, authenticate the caller
-and check the route's permission, call the handler, render any error as problem+json,
-count the request and write its log line. Routing comes first: a path no route matches is
-404 and a wrong method 405, token or not; a path that fits a route's template but holds a
-value its convertor refuses (an agent id that is no UUID) needs the token like the route,
-then is 404.
+and check the permission the route table gives the route, call the handler, render any
+error as problem+json, count the request and write its log line. Routing comes first: a
+path no route matches is 404 and a wrong method 405, token or not; a path that fits a
+route's template but holds a value its convertor refuses (an agent id that is no UUID)
+needs the token like the route, then is 404. A route not from the table (a plain
+Starlette route) is denied: 403 even for "*".
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from inspect import isfunction, ismethod
 from typing import Any
@@ -23,7 +24,6 @@ from urllib.parse import unquote
 from starlette.convertors import Convertor, UUIDConvertor
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route, Router
 from starlette.types import Message, Receive, Scope, Send
 
@@ -38,6 +38,7 @@ from a2a_continue.errors import (
     problem_response,
 )
 from a2a_continue.http.paths import refused_text, routing_path
+from a2a_continue.http.routes import PUBLIC, ApiRoute, Handler, check_permission
 from a2a_continue.obs import telemetry
 from a2a_continue.obs.logs import RequestLog
 from a2a_continue.obs.metrics import UNMATCHED, HttpSeries
@@ -46,7 +47,6 @@ from a2a_continue.runtime.db import as_unavailable
 
 log = logging.getLogger(__name__)
 
-Endpoint = Callable[[Request], Awaitable[Response]]
 _CONVERTOR = re.compile(r":[a-zA-Z_][a-zA-Z0-9_]*}")
 _PARAM = re.compile(r"{([a-zA-Z_][a-zA-Z0-9_]*)(?::[a-zA-Z_][a-zA-Z0-9_]*)?}")
 
@@ -56,28 +56,39 @@ Malformed = tuple[str, str]
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One route as the edge uses it: how to match it, what to call, how to name it."""
+    """One route as the edge uses it: how to match it, what to call, how to name it, what
+    permission it needs (None: not from the route table, so denied)."""
 
     route: BaseRoute
-    path: str  # the route's path with its convertors: the permission table's key
+    permission: str | None
+    path: str  # the route's path with its convertors
     template: str  # the path without convertors, as logs and metrics name the route
     regex: re.Pattern[str] | None
     convertors: dict[str, Convertor[Any]]
     methods: frozenset[str]
-    endpoint: Endpoint | None  # a plain async function of a request; else `route` is ASGI
+    endpoint: Handler | None  # a plain async function of a request; else `route` is ASGI
     loose: re.Pattern[str] | None  # the template with any one segment for each parameter
 
     @classmethod
-    def of(cls, route: BaseRoute) -> Entry:
-        """Prepare ``route`` for matching."""
+    def of(cls, given: ApiRoute | BaseRoute) -> Entry:
+        """Prepare a route of the table, or a plain Starlette route, for matching."""
+        permission = given.permission if isinstance(given, ApiRoute) else None
+        route: BaseRoute = (
+            Route(given.path, given.handler, methods=[given.method])
+            if isinstance(given, ApiRoute)
+            else given
+        )
         if not isinstance(route, Route):
             path = str(getattr(route, "path", ""))
-            return cls(route, path, _CONVERTOR.sub("}", path), None, {}, frozenset(), None, None)
+            return cls(
+                route, None, path, _CONVERTOR.sub("}", path), None, {}, frozenset(), None, None
+            )
         endpoint = (
             route.endpoint if isfunction(route.endpoint) or ismethod(route.endpoint) else None
         )
         return cls(
             route,
+            permission,
             route.path,
             _CONVERTOR.sub("}", route.path),
             route.path_regex,
@@ -142,10 +153,15 @@ Found = tuple[Entry | None, bool, dict[str, Any], Malformed | None]
 
 
 class Edge:
-    """The gateway as an ASGI app: the routes behind the one layer, and the lifespan."""
+    """The gateway as an ASGI app: the routes behind the one layer, and the lifespan.
 
-    def __init__(self, routes: Sequence[BaseRoute], tokens: TokenSource, lifespan: Any) -> None:
-        self.routes = list(routes)
+    ``routes`` is the route table, plus any plain Starlette route (denied: not in it).
+    """
+
+    def __init__(
+        self, routes: Sequence[ApiRoute | BaseRoute], tokens: TokenSource, lifespan: Any
+    ) -> None:
+        self.table = tuple(route for route in routes if isinstance(route, ApiRoute))
         self.entries = [Entry.of(route) for route in routes]
         self.by_method: dict[str, list[Entry]] = {}
         self.tokens = tokens
@@ -157,11 +173,11 @@ class Edge:
         self._idle.set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope["app"] = self  # the app of the lifespan; what hands /openapi.json its table
         kind = scope["type"]
         if kind == "http":
             await self.request(scope, receive, send)
         elif kind == "lifespan":
-            scope["app"] = self
             await self.router.lifespan(scope, receive, send)
 
     async def idle(self) -> None:
@@ -229,11 +245,11 @@ class Edge:
             error = MethodNotAllowed(f"{scope['method']} is not allowed on {scope['path']}")
             error.headers["Allow"] = self.allowed_methods(scope)
             raise error
-        method = "GET" if scope["method"] == "HEAD" else scope["method"]
-        if (method, entry.path) in auth.PUBLIC:
+        if entry.permission == PUBLIC:
             return None
         caller = await self.tokens.caller(auth.bearer_token(scope))
-        auth.check_permission(caller, method, entry.path)
+        method = "GET" if scope["method"] == "HEAD" else scope["method"]
+        check_permission(caller, entry.permission, method, entry.path)
         return caller
 
     async def request(self, scope: Scope, receive: Receive, send: Send) -> None:

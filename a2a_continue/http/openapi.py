@@ -1,24 +1,21 @@
-"""The API description: an OpenAPI 3.1 document built from the route table, the permission
-table, the operations table (``operations.py``) and the msgspec wire types.
+"""The API description: an OpenAPI 3.1 document built from the route table (each entry's
+path, method, handler, permission and operation) and the msgspec wire types.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from functools import lru_cache
 from importlib import metadata
-from typing import Any
 
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
 
-from a2a_continue.core.callers import PERMISSIONS, PUBLIC
 from a2a_continue.errors import PROBLEM_JSON, AppError
-from a2a_continue.http.operations import OPERATIONS, Operation
+from a2a_continue.http.routes import JSON, PUBLIC, ApiRoute, Operation
 
-JSON = dict[str, Any]
 PROBLEM_PREFIX = "urn:a2a-continue:problem:"
 
 
@@ -145,22 +142,13 @@ def _answer(op: Operation, ref: dict[type, JSON]) -> JSON:
     return answer
 
 
-def _operation(
-    route: Route, method: str, op: Operation, ref: dict[type, JSON], problems: dict[int, list[str]]
-) -> JSON:
-    key = (method, route.path)
-    public = key in PUBLIC
-    permission = PERMISSIONS.get(key)
-    doc = (route.endpoint.__doc__ or "").strip()
-    needs = (
-        "No token needed."
-        if public
-        else f"Needs permission `{permission}`."
-        if permission
-        else "Not in the permission table: denied."
-    )
+def _operation(route: ApiRoute, ref: dict[type, JSON], problems: dict[int, list[str]]) -> JSON:
+    op = route.operation
+    public = route.permission == PUBLIC
+    doc = (route.handler.__doc__ or "").strip()
+    needs = "No token needed." if public else f"Needs permission `{route.permission}`."
     result: JSON = {
-        "operationId": route.name,
+        "operationId": route.handler.__name__,
         "summary": op.summary,
         "description": f"{doc}\n\n{needs}".strip(),
         "tags": [_tag(route.path)],
@@ -180,7 +168,7 @@ def _operation(
     if public:
         result["security"] = []
     else:
-        result["x-permission"] = permission
+        result["x-permission"] = route.permission
     if op.body is not None:
         media: JSON = {"schema": ref[op.body] if isinstance(op.body, type) else op.body}
         if op.example is not None:
@@ -208,11 +196,11 @@ def _tag(path: str) -> str:
     return "service"
 
 
-def build_document(routes: Sequence[BaseRoute]) -> JSON:
-    """The OpenAPI 3.1 document of ``routes``."""
+def build_document(table: Sequence[ApiRoute]) -> JSON:
+    """The OpenAPI 3.1 document of the routes of ``table``."""
     wire: list[type] = [Problem]
-    for op in OPERATIONS.values():
-        for kind in (op.body, op.answer):
+    for route in table:
+        for kind in (route.operation.body, route.operation.answer):
             if isinstance(kind, type) and kind not in wire:
                 wire.append(kind)
     refs, components = msgspec.json.schema_components(
@@ -225,21 +213,13 @@ def build_document(routes: Sequence[BaseRoute]) -> JSON:
     problems = problem_types()
     paths: dict[str, JSON] = {}
     seen: set[str] = set()
-    for route in routes:
-        if not isinstance(route, Route):
-            continue
-        for method in sorted(route.methods or ()):
-            if method == "HEAD":
-                continue
-            op = OPERATIONS.get((method, openapi_path(route.path))) or Operation(
-                (route.endpoint.__doc__ or route.name).strip().split("\n")[0]
-            )
-            item = paths.setdefault(openapi_path(route.path), {})
-            operation = _operation(route, method, op, ref, problems)
-            if operation["operationId"] in seen:
-                operation["operationId"] += "_" + method.lower()
-            seen.add(operation["operationId"])
-            item[method.lower()] = operation
+    for route in table:
+        item = paths.setdefault(openapi_path(route.path), {})
+        operation = _operation(route, ref, problems)
+        if operation["operationId"] in seen:
+            operation["operationId"] += "_" + route.method.lower()
+        seen.add(operation["operationId"])
+        item[route.method.lower()] = operation
     return {
         "openapi": "3.1.0",
         "info": {
@@ -281,17 +261,24 @@ def _version() -> str:
         return "0"
 
 
-_document: bytes | None = None
+@lru_cache(maxsize=8)
+def _encoded(table: tuple[ApiRoute, ...]) -> bytes:
+    """The document of ``table``, encoded once per table (an app's table never changes)."""
+    return msgspec.json.encode(build_document(table))
 
 
 async def openapi_json(request: Request) -> Response:
     """The OpenAPI 3.1 document of this gateway."""
-    global _document
-    if _document is None:
-        from a2a_continue.app import ROUTES  # the app imports this module
-
-        _document = msgspec.json.encode(build_document(ROUTES))
-    return Response(_document, media_type="application/json")
+    table: tuple[ApiRoute, ...] = request.app.table  # the edge serving the request
+    return Response(_encoded(table), media_type="application/json")
 
 
-ROUTES = [Route("/openapi.json", openapi_json, methods=["GET"])]
+ROUTES = [
+    ApiRoute(
+        "GET",
+        "/openapi.json",
+        openapi_json,
+        PUBLIC,
+        Operation("This document", answer="the OpenAPI document"),
+    )
+]

@@ -13,10 +13,9 @@ import msgspec
 import pytest
 from starlette.requests import Request
 from starlette.responses import Response as StarletteResponse
-from starlette.routing import Route
 
 from a2a_continue.app import ROUTES, create_app
-from a2a_continue.core import callers as auth
+from a2a_continue.http.routes import ApiRoute, Operation
 from a2a_continue.obs.logs import REQUEST_LOGGER, JsonFormatter, TextFormatter
 from a2a_continue.settings import Settings
 from tests.support.agents import register_fake, start
@@ -187,11 +186,13 @@ async def boom(request: Request) -> StarletteResponse:
     raise RuntimeError("internal detail: password=hunter2")
 
 
+BOOM = ApiRoute("GET", "/v1/a2a/boom", boom, "a2a.read", Operation("Fail"))
+
+
 async def test_an_unexpected_error_is_logged_once_and_answered_500(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setitem(auth.PERMISSIONS, ("GET", "/v1/a2a/boom"), "a2a.read")
-    app = create_app(settings, routes=[*ROUTES, Route("/v1/a2a/boom", boom, methods=["GET"])])
+    app = create_app(settings, routes=[*ROUTES, BOOM])
     caplog.set_level(logging.INFO)
     async with serve_asgi(app) as base, aiohttp.ClientSession() as session:
         r = await Client(base, session).call("GET", "/v1/a2a/boom", headers={"X-Request-ID": "b-1"})

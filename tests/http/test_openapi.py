@@ -15,7 +15,6 @@ from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
 
 from a2a_continue.app import ROUTES
-from a2a_continue.core.callers import PERMISSIONS, PUBLIC
 from a2a_continue.http.docs import ASSETS_DIR
 from a2a_continue.http.openapi import (
     PROBLEM_PREFIX,
@@ -23,6 +22,7 @@ from a2a_continue.http.openapi import (
     openapi_path,
     problem_types,
 )
+from a2a_continue.http.routes import PUBLIC
 from tests.support.agents import register_fake, start
 from tests.support.client import Client
 from tests.support.fakes import StartFake, WeatherFake
@@ -58,10 +58,12 @@ async def test_openapi_json_is_served_without_a_token_and_is_valid_openapi_3_1(
 def test_every_route_of_the_permission_table_is_documented_with_its_permission(
     document: JSON,
 ) -> None:
-    for method, path in PERMISSIONS:
-        operation = document["paths"][openapi_path(path)][method.lower()]
-        assert operation["x-permission"] == PERMISSIONS[(method, path)]
-        assert PERMISSIONS[(method, path)] in operation["description"]
+    for route in ROUTES:
+        if route.permission == PUBLIC:
+            continue
+        operation = document["paths"][openapi_path(route.path)][route.method.lower()]
+        assert operation["x-permission"] == route.permission
+        assert route.permission in operation["description"]
         assert "security" not in operation  # the document's bearer requirement applies
         assert {"401", "403"} <= set(operation["responses"])
     assert document["security"] == [{"bearer": []}]
@@ -69,8 +71,10 @@ def test_every_route_of_the_permission_table_is_documented_with_its_permission(
 
 
 def test_public_routes_are_documented_without_a_token(document: JSON) -> None:
-    for method, path in PUBLIC:
-        operation = document["paths"][openapi_path(path)][method.lower()]
+    for route in ROUTES:
+        if route.permission != PUBLIC:
+            continue
+        operation = document["paths"][openapi_path(route.path)][route.method.lower()]
         assert operation["security"] == []
         assert "401" not in operation["responses"]
 
@@ -79,12 +83,7 @@ def test_every_shipped_route_is_in_the_document(document: JSON) -> None:
     documented = {
         (method.upper(), path) for path, item in document["paths"].items() for method in item
     }
-    shipped = {
-        (method, openapi_path(route.path))
-        for route in ROUTES
-        for method in getattr(route, "methods", None) or ()
-        if method != "HEAD"
-    }
+    shipped = {(route.method, openapi_path(route.path)) for route in ROUTES}
     assert shipped == documented
 
 
