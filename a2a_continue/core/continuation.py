@@ -21,7 +21,8 @@ from a2a_continue.core.exchange import (
     send_payload,
 )
 from a2a_continue.core.handover import after_send, returns_immediately
-from a2a_continue.core.idempotency import KeySlot, key_cte
+from a2a_continue.core.idempotency import KeySlot
+from a2a_continue.core.idempotency_keys import key_cte
 from a2a_continue.core.models import ContinueBody, Message, check_send_body
 from a2a_continue.core.tasks import TERMINAL_SQL, record_new_task, record_outcome
 from a2a_continue.errors import (
