@@ -11,9 +11,8 @@ from typing import Any
 
 from starlette.routing import BaseRoute
 
-from a2a_continue.background.sweeps import sweeping_claims
+from a2a_continue.background.sweeps import start_sweeper, stop_sweeper, sweeping_claims
 from a2a_continue.background.watcher import Watcher
-from a2a_continue.core.idempotency import start_sweeper, stop_sweeper
 from a2a_continue.facade import routes as facade
 from a2a_continue.http import docs, openapi, rest
 from a2a_continue.http.edge import Edge

@@ -25,7 +25,7 @@ from typing import Any
 from a2a_continue.a2a import protocol
 from a2a_continue.a2a.answers import ERROR, MESSAGE, TASK, Update
 from a2a_continue.a2a.downstream import AgentTarget
-from a2a_continue.core import leases
+from a2a_continue.core import leases, tasks
 from a2a_continue.core.agents import streams
 from a2a_continue.core.exchange import exchange_stream
 from a2a_continue.core.snapshots import TASK_NOT_FOUND, ask_agent, status_mark
@@ -44,9 +44,6 @@ from a2a_continue.runtime.gateway import DB_DOWN, Gateway, target_of
 from a2a_continue.settings import Settings
 
 log = logging.getLogger(__name__)
-
-# The actor of the events the watcher writes: no caller asked, the gateway itself looked.
-WATCHER_ACTOR = "a2a-continue"
 
 # GetTask answers that no later poll can change: method not found, unsupported operation.
 CANNOT_GET = frozenset({-32601, -32004})
@@ -111,7 +108,7 @@ class Watcher:
         if held:
             try:
                 async with self.gw.connection() as conn:
-                    await leases.release(conn, held)
+                    await tasks.release_watches(conn, held)
             except Exception:
                 log.exception("could not release %d watch leases; they expire instead", len(held))
 
@@ -142,7 +139,7 @@ class Watcher:
             if room > 0:
                 try:
                     async with self.gw.connection() as conn:
-                        rows = await leases.pick_up(conn, room, self.settings.watch_lease_s)
+                        rows = await tasks.pick_up_watches(conn, room, self.settings.watch_lease_s)
                 except Exception as exc:
                     log.warning("watcher pick-up failed (%s); retrying", type(exc).__name__)
                     rows = []
@@ -198,7 +195,7 @@ class Watcher:
         try:
             async with self.gw.connection() as conn:
                 for row_id, token in settled.items():
-                    await leases.finish(conn, row_id, token)
+                    await tasks.finish_watch(conn, row_id, token)
         except Exception as exc:
             log.warning("watch of settled tasks not ended (%s); retrying", type(exc).__name__)
 
@@ -224,7 +221,7 @@ class Watcher:
             log.exception("watch of task %s failed; its lease is given back", row["task_id"])
             with contextlib.suppress(Exception):
                 async with self.gw.connection() as conn:
-                    await leases.release(conn, {row_id: token})
+                    await tasks.release_watches(conn, {row_id: token})
         finally:
             entry = self._following.get(row_id)
             if entry is not None and entry[0] == token:
@@ -258,13 +255,17 @@ class Watcher:
                 await self._give_up(watch, stop.reason, stop.detail)
             return
         async with self.gw.connection() as conn:
-            await leases.finish(conn, watch.row_id, watch.token)
+            await tasks.finish_watch(conn, watch.row_id, watch.token)
 
     async def _give_up(self, watch: Watch, reason: str, detail: str) -> None:
         log.warning("watch of task %s gave up: %s (%s)", watch.task_id, reason, detail)
         async with self.gw.connection() as conn:
-            await leases.give_up(
-                conn, watch.row_id, watch.token, WATCHER_ACTOR, {"reason": reason, "detail": detail}
+            await tasks.give_up_watch(
+                conn,
+                watch.row_id,
+                watch.token,
+                tasks.SYSTEM_ACTOR,
+                {"reason": reason, "detail": detail},
             )
 
     async def _subscribe(self, watch: Watch) -> bool:
@@ -347,7 +348,7 @@ class Watcher:
         try:
             async with self.gw.connection() as conn:
                 applied = await record_update(
-                    conn, watch.row_id, update, source=source, actor=WATCHER_ACTOR
+                    conn, watch.row_id, update, source=source, actor=tasks.SYSTEM_ACTOR
                 )
         except NotFound:
             raise _Stop(None) from None
@@ -365,5 +366,5 @@ class Watcher:
                 return False  # still the status the send was answered with
             watch.past = None
             async with self.gw.connection() as conn:
-                await leases.forget_past(conn, watch.row_id, watch.token)
+                await tasks.forget_watch_past(conn, watch.row_id, watch.token)
         return None if protocol.is_interrupted_task_state(update.state) else moved

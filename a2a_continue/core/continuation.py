@@ -12,8 +12,7 @@ from typing import Any
 from a2a_continue.a2a import protocol
 from a2a_continue.a2a.answers import TASK, Update
 from a2a_continue.a2a.downstream import AgentTarget
-from a2a_continue.background.sweeps import EXPIRED_DATA, SYSTEM_ACTOR
-from a2a_continue.core.callers import TASK_VISIBLE, Caller
+from a2a_continue.core.callers import Caller
 from a2a_continue.core.exchange import (
     Forwarded,
     check_role,
@@ -22,9 +21,9 @@ from a2a_continue.core.exchange import (
     send_payload,
 )
 from a2a_continue.core.handover import after_send, returns_immediately
-from a2a_continue.core.idempotency import KeySlot, key_cte
+from a2a_continue.core.idempotency import KeySlot
 from a2a_continue.core.models import ContinueBody, Message, check_send_body
-from a2a_continue.core.tasks import TERMINAL_SQL, record_new_task, record_outcome
+from a2a_continue.core.tasks import record_new_task, record_outcome, release_claim, take_claim
 from a2a_continue.errors import (
     AgentBadAnswer,
     AgentTimeout,
@@ -44,77 +43,6 @@ log = logging.getLogger(__name__)
 # The first and the longest pause between retries of a claim's release.
 RELEASE_RETRY_S = 0.25
 RELEASE_RETRY_MAX_S = 5.0
-
-# Find the visible task and, in the same statement, claim it for one follow-up: the claim
-# is taken only when the task is not terminal, its context matches and no live claim holds
-# it. A holder that dies leaves a claim that expires after the agent's timeout plus a margin;
-# the claimer that finds it expired logs it as a failed follow-up (`claim-expired`) first.
-# The row is locked while it is read, so the claim seen expired is the one replaced.
-# A task under a live watch lease is refused too: the agent is still working on the last
-# message (the watcher follows it until it settles).
-# The claim commits without waiting for its WAL flush: a claim lost with a crash of
-# PostgreSQL frees the task early, and the outcome statement's own (waited) commit makes the
-# claim durable with it.
-_CLAIM = f"""
-WITH {{key}}target AS (
-    SELECT t.id AS row_id, t.task_id, t.state, t.context_id, t.team_id, a.id AS agent_id,
-           a.endpoint_url, a.protocol_version, a.auth_sealed, a.timeout_seconds, a.capabilities,
-           t.claim_expires_at AS expired_at
-    FROM a2a_tasks t JOIN a2a_agents a ON a.id = t.agent_id
-    WHERE t.agent_id = $4 AND t.task_id = $5 AND {TASK_VISIBLE}
-    FOR UPDATE OF t
-), claimed AS (
-    UPDATE a2a_tasks t
-    SET claim_token = $6,
-        claim_expires_at = now() + make_interval(secs => COALESCE(target.timeout_seconds, $8) + $9),
-        last_seq = t.last_seq + (target.expired_at IS NOT NULL)::int
-    FROM target
-    WHERE t.id = target.row_id
-      AND t.state NOT IN {TERMINAL_SQL}
-      AND ($7::text IS NULL OR t.context_id = $7)
-      AND (t.claim_expires_at IS NULL OR t.claim_expires_at < now())
-      AND (t.watch_expires_at IS NULL OR t.watch_expires_at < now()){{key_mine}}
-    RETURNING t.id, t.state, t.last_seq, target.expired_at
-), expired AS (
-    INSERT INTO a2a_task_events (task, seq, type, previous_state, new_state, actor, data)
-    SELECT id, last_seq, 'task_continue_failed', state, state, $10, {EXPIRED_DATA}
-    FROM claimed WHERE expired_at IS NOT NULL
-)
-SELECT target.*, claimed.id IS NOT NULL AS claimed, COALESCE(claimed.state, target.state) AS now
-       {{key_columns}}
-FROM (SELECT set_config('synchronous_commit', '{{commit}}', true)) AS one
-LEFT JOIN target ON true
-LEFT JOIN claimed ON claimed.id = target.row_id
-{{key_join}}
-WHERE target.row_id IS NOT NULL {{key_found}}
-"""
-
-CLAIM_TASK = _CLAIM.format(
-    key="", key_mine="", key_columns="", commit="off", key_join="", key_found=""
-)
-
-# With an Idempotency-Key ($11) the statement takes the key first and claims the task only
-# when the key is its own: a retry finds the key, not a busy task. A key is a promise to
-# the caller, so this commit waits for its flush.
-CLAIM_TASK_KEYED = _CLAIM.format(
-    key=key_cte(caller="$1", agent="$4", request="$11") + ", ",
-    key_mine="\n      AND EXISTS (SELECT 1 FROM idem WHERE idem.key_mine)",
-    key_columns=", idem.*",
-    commit="on",
-    key_join="LEFT JOIN idem ON true",
-    key_found="OR idem.key_mine IS NOT NULL",
-)
-
-# Extend a claim still held (a streamed start or follow-up holds it for the whole stream).
-RENEW_CLAIM = """
-UPDATE a2a_tasks SET claim_expires_at = now() + make_interval(secs => $3)
-WHERE id = $1 AND claim_token = $2
-"""
-
-RELEASE_CLAIM = """
-UPDATE a2a_tasks SET claim_token = NULL, claim_expires_at = NULL
-WHERE id = $1 AND claim_token = $2
-"""
 
 
 def check_owned_ids(message: Message | None, task_id: str) -> None:
@@ -162,21 +90,17 @@ async def claim_task(
     """Find the visible task and claim it (with ``key``: first take the key); raise 404, 400
     or 409 otherwise."""
     async with gw.connection() as conn:
-        args = (
-            *caller.scope_args(),
+        row = await take_claim(
+            conn,
+            caller,
             agent_id,
             task_id,
-            claim,
             client_context,
-            gw.settings.agent_timeout_s,
-            gw.settings.claim_margin_s,
-            SYSTEM_ACTOR,
+            claim,
+            timeout_s=gw.settings.agent_timeout_s,
+            margin_s=gw.settings.claim_margin_s,
+            key=key.param() if key is not None else None,
         )
-        param = key.param() if key is not None else None
-        if param is None:
-            row = await conn.fetchrow(CLAIM_TASK, *args)
-        else:
-            row = await conn.fetchrow(CLAIM_TASK_KEYED, *args, param)
     if key is not None:
         key.settle(row)
     if row is None or row["row_id"] is None:
@@ -326,7 +250,7 @@ class FollowUp:
     async def _released(self) -> bool:
         try:
             async with self.gw.connection() as conn:
-                await conn.execute(RELEASE_CLAIM, self.row["row_id"], self.claim)
+                await release_claim(conn, self.row["row_id"], self.claim)
         except Exception:
             return False
         return True

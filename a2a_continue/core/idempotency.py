@@ -17,16 +17,16 @@ claim (``slot.param()`` in, ``slot.settle(row)`` out) and opens the slot ``with_
 streamed answer is never kept: the stream calls ``slot.mark_streamed(task_id)`` and retries
 are sent to the task's events. A replay is raised as :class:`Replayed`; the edge
 (``middleware.py``) answers it with the kept bytes, the A2A façade (``facade/keys.py``)
-translates it for its client.
+translates it for its client. The statements on the keys are ``idempotency_keys``'; the
+expired keys are swept by ``background.sweeps``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -36,10 +36,11 @@ from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 
+from a2a_continue.core import idempotency_keys as keys
 from a2a_continue.core.callers import Caller
 from a2a_continue.errors import AppError, NotCancelable, problem_response
 from a2a_continue.obs import metrics
-from a2a_continue.runtime.db import Conn, Pool, Record
+from a2a_continue.runtime.db import Record
 from a2a_continue.runtime.gateway import Gateway
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,6 @@ log = logging.getLogger(__name__)
 HEADER = "Idempotency-Key"
 REPLAYED = "Idempotent-Replayed"
 MAX_KEY_LENGTH = 255
-SWEEP_BATCH = 1000
 
 # Refusals made of the agent's own answer: kept and replayed like an answer.
 KEPT_REFUSALS: tuple[type[AppError], ...] = (NotCancelable,)
@@ -117,84 +117,6 @@ def message_key(message_id: str) -> str:
 def request_hash(method: str, path: str, body: bytes) -> bytes:
     """Fingerprint a request: the same key may only ever stand for one of them."""
     return hashlib.sha256(b"\0".join((method.encode(), path.encode(), body))).digest()
-
-
-# ---- SQL ----------------------------------------------------------------------------------
-
-# A row another request may take: past its TTL (whatever it holds), or left in flight for
-# the same request by a holder that stopped before answering and whose lease ran out.
-_TAKEABLE = """(k.expires_at <= now() OR (k.status IS NULL AND NOT k.streamed
-        AND k.locked_until <= now() AND k.request_hash = EXCLUDED.request_hash))"""
-
-_COLUMNS = (
-    "route",
-    "agent_id",
-    "request_hash",
-    "token",
-    "created_at",
-    "expires_at",
-    "locked_until",
-    "status",
-    "task_state",
-    "content_type",
-    "body",
-    "streamed",
-    "stream_task",
-)
-_TAKE_OVER_SET = ",\n        ".join(
-    f"{c} = CASE WHEN {_TAKEABLE} THEN EXCLUDED.{c} ELSE k.{c} END" for c in _COLUMNS
-)
-
-# The CTE ``idem``: take the key for this request, or return who holds it and what it keeps.
-# The conflict branch always updates (mostly to the same values) so that RETURNING shows the
-# latest committed row, even one inserted by a request that raced this one. ``{request}`` is
-# a jsonb parameter; NULL takes nothing. The in-flight lease lasts the agent's timeout plus
-# the claim margin, like a follow-up's claim.
-_KEY_CTE = f"""idem AS (
-    INSERT INTO a2a_idempotency_keys AS k (caller, key, route, agent_id, request_hash, token,
-        expires_at, locked_until)
-    SELECT {{caller}}, r->>'key', r->>'route', {{agent}}, decode(r->>'hash', 'hex'),
-        (r->>'token')::uuid, now() + make_interval(secs => (r->>'ttl')::float8),
-        now() + make_interval(secs => COALESCE(
-            (SELECT a.timeout_seconds FROM a2a_agents a WHERE a.id = {{agent}}),
-            (r->>'timeout')::float8) + (r->>'margin')::float8)
-    FROM (SELECT {{request}}::jsonb AS r) AS req WHERE r IS NOT NULL
-    ON CONFLICT (caller, key) DO UPDATE SET
-        {_TAKE_OVER_SET}
-    RETURNING k.token = ({{request}}::jsonb->>'token')::uuid AS key_mine,
-        k.request_hash = decode({{request}}::jsonb->>'hash', 'hex') AS key_same,
-        k.agent_id AS key_agent_id, k.status AS key_status, k.task_state AS key_task_state,
-        k.content_type AS key_content_type, k.body AS key_body, k.streamed AS key_streamed,
-        k.stream_task AS key_stream_task
-)"""
-
-
-def key_cte(*, caller: str, agent: str, request: str) -> str:
-    """The key-taking CTE ``idem`` with the statement's own parameter numbers."""
-    return _KEY_CTE.format(caller=caller, agent=agent, request=request)
-
-
-TAKE_KEY = f"WITH {key_cte(caller='$1', agent='$2::uuid', request='$3')} SELECT * FROM idem"
-
-STORE_ANSWER = """
-UPDATE a2a_idempotency_keys
-SET status = $4, task_state = $5, content_type = $6, body = $7, locked_until = NULL
-WHERE caller = $1 AND key = $2 AND token = $3
-"""
-
-MARK_STREAMED = """
-UPDATE a2a_idempotency_keys
-SET streamed = true, stream_task = COALESCE($4, stream_task), locked_until = NULL
-WHERE caller = $1 AND key = $2 AND token = $3 AND status IS NULL
-"""
-
-RELEASE_KEY = "DELETE FROM a2a_idempotency_keys WHERE caller = $1 AND key = $2 AND token = $3"
-
-SWEEP = """
-DELETE FROM a2a_idempotency_keys WHERE (caller, key) IN (
-    SELECT caller, key FROM a2a_idempotency_keys WHERE expires_at <= now()
-    ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-"""
 
 
 # ---- one request's key --------------------------------------------------------------------
@@ -297,7 +219,7 @@ class KeySlot:
         if r is None:
             return
         async with self.gw.connection() as conn:
-            row = await conn.fetchrow(TAKE_KEY, r.caller, r.agent_id, self.param())
+            row = await keys.take_key(conn, r.caller, r.agent_id, self.param())
         self.settle(row)
 
     def keep(self, response: Response) -> Response:
@@ -314,7 +236,7 @@ class KeySlot:
         """
         if self.request is not None and self.taken:
             self.streamed = True
-            await self._write(MARK_STREAMED, task_id)
+            await self._write(keys.mark_streamed, task_id)
 
     async def store(self, response: Response) -> None:
         """Keep ``response`` as the key's answer."""
@@ -325,7 +247,7 @@ class KeySlot:
             await self.mark_streamed(self.stream_task)
             return
         await self._write(
-            STORE_ANSWER,
+            keys.store_answer,
             response.status_code,
             response.headers.get("a2a-task-state"),
             response.headers.get("content-type"),
@@ -335,14 +257,14 @@ class KeySlot:
     async def release(self) -> None:
         """Let the key go: nothing is kept and a retry goes through."""
         if self.request is not None and self.taken:
-            await self._write(RELEASE_KEY)
+            await self._write(keys.release_key)
 
-    async def _write(self, sql: str, *args: Any) -> None:
+    async def _write(self, write: Callable[..., Awaitable[None]], *args: Any) -> None:
         r = self.request
         assert r is not None
         try:
             async with self.gw.connection() as conn:
-                await conn.execute(sql, r.caller, r.key, r.token, *args)
+                await write(conn, r.caller, r.key, r.token, *args)
         except Exception:
             # The request's outcome stands; the key stays in flight until its lease ends.
             log.exception("could not update an idempotency key for route %s", r.route)
@@ -401,42 +323,3 @@ def for_request(request: Request, body: bytes, route: str, *, with_claim: bool =
     )
     slot.stream_task = request.path_params.get("task_id")
     return slot
-
-
-# ---- expiry -------------------------------------------------------------------------------
-
-
-async def sweep(conn: Conn, batch: int = SWEEP_BATCH) -> int:
-    """Remove expired keys; return how many."""
-    removed = 0
-    while True:
-        status = await conn.execute(SWEEP, batch)
-        count = int(status.split()[-1])
-        removed += count
-        if count < batch:
-            return removed
-
-
-async def sweep_forever(pool: Pool, period_s: float) -> None:
-    """Remove expired keys now and then every ``period_s`` seconds, until cancelled."""
-    while True:
-        try:
-            async with pool.acquire() as conn:
-                removed = await sweep(conn)
-            if removed:
-                log.info("removed %d expired idempotency keys", removed)
-        except Exception as exc:
-            log.warning("could not remove expired idempotency keys: %s", exc)
-        await asyncio.sleep(period_s)
-
-
-def start_sweeper(pool: Pool, period_s: float) -> asyncio.Task[None]:
-    """Start removing expired keys in the background (stop it with :func:`stop_sweeper`)."""
-    return asyncio.create_task(sweep_forever(pool, period_s), name="idempotency-sweeper")
-
-
-async def stop_sweeper(task: asyncio.Task[None]) -> None:
-    """Stop the background removal of expired keys."""
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task

@@ -20,7 +20,8 @@ from a2a_continue.core.exchange import (
 )
 from a2a_continue.core.handover import after_send, returns_immediately
 from a2a_continue.core.models import StartBody, TaskOut, check_send_body
-from a2a_continue.core.tasks import find_task, record_new_task, record_outcome, task_out
+from a2a_continue.core.task_reads import find_task, task_out
+from a2a_continue.core.tasks import record_new_task, record_outcome
 from a2a_continue.errors import (
     AgentBadAnswer,
     BadRequest,

@@ -10,7 +10,7 @@ from a2a_continue.a2a.answers import ERROR, TASK
 from a2a_continue.core.callers import Caller
 from a2a_continue.core.models import TaskOut
 from a2a_continue.core.snapshots import ask_agent
-from a2a_continue.core.tasks import find_task, task_out
+from a2a_continue.core.task_reads import find_task, task_out
 from a2a_continue.core.updates import record_update
 from a2a_continue.errors import AgentBadAnswer, InvalidQuery
 from a2a_continue.runtime.gateway import Gateway, target_of

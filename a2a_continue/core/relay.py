@@ -24,18 +24,12 @@ from a2a_continue.a2a.answers import ERROR, STATUS, Update
 from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.core.agents import streams
 from a2a_continue.core.callers import Caller
-from a2a_continue.core.continuation import (
-    RELEASE_CLAIM,
-    RENEW_CLAIM,
-    FollowUp,
-    begin_follow_up,
-    send_follow_up,
-)
+from a2a_continue.core.continuation import FollowUp, begin_follow_up, send_follow_up
 from a2a_continue.core.exchange import Forwarded, exchange_stream
 from a2a_continue.core.idempotency import KeySlot
 from a2a_continue.core.invoke import Start, begin_start, start_task
 from a2a_continue.core.models import ContinueBody, StartBody
-from a2a_continue.core.tasks import record_outcome
+from a2a_continue.core.tasks import record_outcome, release_claim, renew_claim
 from a2a_continue.core.updates import record_update
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AppError
 from a2a_continue.obs import metrics
@@ -161,7 +155,7 @@ class Recorder:
         """Push the claim's expiry forward by its lifetime (none before the task is known)."""
         if self.row_id is not None:
             async with self.gw.connection() as conn:
-                await conn.execute(RENEW_CLAIM, self.row_id, self.claim, self.claim_ttl)
+                await renew_claim(conn, self.row_id, self.claim, self.claim_ttl)
 
     async def release(self) -> None:
         """Give up the claim without recording anything."""
@@ -169,7 +163,7 @@ class Recorder:
             return
         try:
             async with self.gw.connection() as conn:
-                await conn.execute(RELEASE_CLAIM, self.row_id, self.claim)
+                await release_claim(conn, self.row_id, self.claim)
         except Exception:
             log.exception("could not release the claim on task %s", self.row_id)
 

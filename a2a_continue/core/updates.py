@@ -14,7 +14,8 @@ from typing import Any
 from a2a_continue.a2a import protocol
 from a2a_continue.a2a.answers import ArtifactChunk, Update
 from a2a_continue.a2a.protocol import JSON
-from a2a_continue.core.tasks import TASK_COLUMNS, TERMINAL_SQL, notify_sql
+from a2a_continue.core.task_reads import lock_task
+from a2a_continue.core.tasks import apply_update
 from a2a_continue.errors import NotFound
 from a2a_continue.runtime.db import Conn, Record
 
@@ -82,30 +83,6 @@ class Applied:
     row: Record
 
 
-LOCK_TASK = f"SELECT {TASK_COLUMNS} FROM a2a_tasks t WHERE t.id = $1 FOR UPDATE"
-
-# Write the new state, status message and artifacts, append the event with the next seq,
-# and wake listeners, in one statement (inside the transaction that locked the row).
-APPLY_UPDATE = f"""
-WITH upd AS (
-    UPDATE a2a_tasks t SET
-        state = $2,
-        status_message = $3,
-        artifacts = $4,
-        completed_at = CASE WHEN t.state NOT IN {TERMINAL_SQL} AND $2 IN {TERMINAL_SQL}
-                            THEN now() ELSE t.completed_at END,
-        updated_at = now(),
-        last_seq = t.last_seq + 1
-    WHERE t.id = $1
-    RETURNING {TASK_COLUMNS}
-), event AS (
-    INSERT INTO a2a_task_events (task, seq, type, previous_state, new_state, actor, data)
-    SELECT row_id, last_seq, $5, $6, state, $7, $8 FROM upd
-)
-SELECT upd.*, {notify_sql("upd.row_id")} AS notified FROM upd
-"""
-
-
 async def record_update(
     conn: Conn,
     row_id: uuid.UUID,
@@ -125,7 +102,7 @@ async def record_update(
     if source not in SOURCES:
         raise ValueError(f"unknown update source {source!r}")
     async with conn.transaction():
-        row = await conn.fetchrow(LOCK_TASK, row_id)
+        row = await lock_task(conn, row_id)
         if row is None:
             raise NotFound("the task no longer exists")
         previous: str = row["state"]
@@ -146,16 +123,15 @@ async def record_update(
         payload: dict[str, Any] = {"source": source, **(data or {})}
         if changed:
             payload["artifactIds"] = changed
-        stored = await conn.fetchrow(
-            APPLY_UPDATE,
+        stored = await apply_update(
+            conn,
             row_id,
             state,
             status_message,
             artifacts,
-            event,
-            previous,
-            actor,
-            payload,
+            event=event,
+            previous=previous,
+            actor=actor,
+            data=payload,
         )
-    assert stored is not None
     return Applied(str(stored["state"]), int(stored["last_seq"]), stored)

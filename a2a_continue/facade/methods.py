@@ -13,7 +13,7 @@ from a2a_continue.core import continuation, invoke
 from a2a_continue.core.callers import TASK_VISIBLE
 from a2a_continue.core.models import ContinueBody, StartBody, TaskOut
 from a2a_continue.core.snapshots import ask_agent
-from a2a_continue.core.tasks import find_task, list_tasks
+from a2a_continue.core.task_reads import find_task, list_tasks
 from a2a_continue.core.updates import record_update
 from a2a_continue.errors import AgentBadAnswer, Invalid, NotCancelable
 from a2a_continue.facade import keys, translate

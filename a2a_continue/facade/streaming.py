@@ -21,7 +21,7 @@ from a2a_continue.a2a.protocol import TERMINAL_STATES
 from a2a_continue.core import relay
 from a2a_continue.core.event_stream import EventStream
 from a2a_continue.core.models import EventOut
-from a2a_continue.core.tasks import find_task, task_out
+from a2a_continue.core.task_reads import find_task, task_out
 from a2a_continue.errors import AppError
 from a2a_continue.facade import keys, translate
 from a2a_continue.facade import methods as m

@@ -17,7 +17,7 @@ from a2a_continue.core import (
     invoke,
     refresh,
     relay,
-    tasks,
+    task_reads,
 )
 from a2a_continue.core.callers import Caller
 from a2a_continue.core.exchange import Forwarded
@@ -186,7 +186,7 @@ async def start_task(request: Request) -> Response:
 async def list_tasks(request: Request) -> Response:
     """List the caller's tasks of one agent."""
     async with gateway_of(request).connection() as conn:
-        page = await tasks.list_tasks(
+        page = await task_reads.list_tasks(
             conn, caller_of(request), agent_id_of(request), request.query_params
         )
     return json_response(page)
@@ -201,7 +201,7 @@ async def get_task(request: Request) -> Response:
         )
         return json_response(fresh)
     async with gateway_of(request).connection() as conn:
-        task = await tasks.get_task(conn, caller_of(request), agent_id_of(request), task_id)
+        task = await task_reads.get_task(conn, caller_of(request), agent_id_of(request), task_id)
     return json_response(task)
 
 
@@ -216,7 +216,7 @@ async def list_events(request: Request) -> Response:
             request.path_params["task_id"],
         )
     async with gateway_of(request).connection() as conn:
-        page = await tasks.list_events(
+        page = await task_reads.list_events(
             conn,
             caller_of(request),
             agent_id_of(request),

@@ -4,7 +4,7 @@ The connection listens only while at least one stream in this process waits, so 
 written while none does cost neither PostgreSQL nor this process a notification. Through the
 same connection the hub keeps one row in `a2a_stream_interest` per task its streams wait on
 (this process's id, an expiry it refreshes): event writers notify only a task with such a
-row, on any replica (see `tasks.notify_sql`). Each time a task gains interest (its first
+row, on any replica (see `notify_sql`). Each time a task gains interest (its first
 waiter, listening re-enabled, or after a reconnect) its waiters re-read once LISTEN is active
 and the row is committed, which picks up the events committed before.
 
@@ -26,13 +26,30 @@ from a2a_continue.runtime.db import Conn
 
 log = logging.getLogger(__name__)
 
-# Bound on each statement of the hub's connection (a cut connection is noticed by using it).
 # Every statement that appends an event also notifies this channel with the task's row id,
 # in the same transaction, when a live stream (on any replica) waits on the task: see
-# core.tasks.notify_sql. The streams wake and read the new rows.
+# notify_sql. The streams wake and read the new rows.
 EVENTS_CHANNEL = "a2ac_task_events"
 
+# Bound on each statement of the hub's connection (a cut connection is noticed by using it).
 STATEMENT_S = 10.0
+
+
+def notify_sql(task_expr: str) -> str:
+    """SQL notifying the events channel with the task ``task_expr`` names, if a stream waits.
+
+    Only a task with an unexpired row in `a2a_stream_interest` (each process's hub keeps one
+    per task its streams wait on) is notified: a NOTIFY holds a database-wide lock until its
+    commit is flushed, so notifying commits queue behind each other, and most tasks have no
+    stream waiting. The value is NULL either way. Qualify ``task_expr`` (``appended.task``):
+    a bare ``task`` would name the interest row's own column inside the subquery.
+    """
+    return (
+        "CASE WHEN EXISTS (SELECT 1 FROM a2a_stream_interest i"
+        f" WHERE i.task = {task_expr} AND i.expires_at > now())"
+        f" THEN pg_notify('{EVENTS_CHANNEL}', {task_expr}::text) END"
+    )
+
 
 # Write (or extend) this process's interest rows for the tasks in $1. The join leaves out a
 # task already deleted; one deleted while the statement runs fails the foreign key (_keep).

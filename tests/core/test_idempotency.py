@@ -17,7 +17,8 @@ from starlette.responses import StreamingResponse
 
 from a2a_continue.app import ROUTES, create_app
 from a2a_continue.core.callers import Caller
-from a2a_continue.core.idempotency import idempotent, request_hash, sweep
+from a2a_continue.core.idempotency import idempotent, request_hash
+from a2a_continue.core.idempotency_keys import sweep
 from a2a_continue.http.openapi import build_document
 from a2a_continue.runtime.db import create_pool
 from a2a_continue.runtime.gateway import Gateway

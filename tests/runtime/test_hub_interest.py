@@ -11,8 +11,7 @@ import asyncpg
 import pytest
 
 from a2a_continue.a2a.answers import STATUS, Update
-from a2a_continue.core import leases
-from a2a_continue.core.tasks import append_event, record_outcome
+from a2a_continue.core.tasks import append_event, give_up_watch, record_outcome
 from a2a_continue.core.updates import record_update
 from a2a_continue.runtime.hub import Hub
 from tests.support.database import insert_agent, with_application_name
@@ -59,7 +58,7 @@ async def write_with_every_writer(db: asyncpg.Connection, row_id: uuid.UUID) -> 
         row_id,
         token,
     )
-    assert await leases.give_up(db, row_id, token, "g", {})
+    assert await give_up_watch(db, row_id, token, "g", {})
 
 
 async def test_an_event_write_notifies_only_a_task_a_stream_waits_on(
