@@ -23,7 +23,7 @@ from a2a_continue.runtime.call_limits import agent_session
 from a2a_continue.runtime.db import HeldConnections, QueryLogger, create_pool
 from a2a_continue.runtime.gateway import Gateway
 from a2a_continue.runtime.hub import Hub
-from a2a_continue.runtime.open_streams import Streams
+from a2a_continue.runtime.open_streams import OpenStreams
 from a2a_continue.runtime.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings, check_jwt_secret
 
@@ -63,7 +63,7 @@ def create_app(
         sweeper = start_sweeper(pool, settings.idempotency_sweep_s)
         session = agent_session(settings)
         hub = Hub(database_url, listen=settings.listen)
-        streams = Streams(settings.max_streams)
+        streams = OpenStreams(settings.max_streams)
         await hub.start()
         held = HeldConnections(pool, settings.pool_size)
         gauges = asyncio.create_task(_pool_gauges(held))

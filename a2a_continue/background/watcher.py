@@ -26,7 +26,7 @@ from a2a_continue.a2a import protocol
 from a2a_continue.a2a.answers import ERROR, MESSAGE, TASK, Update
 from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.core import leases, tasks
-from a2a_continue.core.agents import streams
+from a2a_continue.core.agents import can_stream
 from a2a_continue.core.exchange import exchange_stream
 from a2a_continue.core.snapshots import TASK_NOT_FOUND, ask_agent, status_mark
 from a2a_continue.core.updates import record_update
@@ -234,7 +234,7 @@ class Watcher:
             task_id=row["task_id"],
             token=row["watch_token"],
             target=target_of(row, self.gw.sealer, self.settings.agent_timeout_s),
-            streaming=streams(row),
+            streaming=can_stream(row),
             past=row["watch_past"],
             remaining_s=self.settings.watch_max_s - (row["watched_s"] or 0.0),
         )

@@ -64,7 +64,7 @@ def seal_auth(sealer: Sealer, auth: AgentAuth | None, agent_id: uuid.UUID) -> by
     return sealer.seal(msgspec.to_builtins(auth), agent_id.bytes)
 
 
-def streams(row: Record) -> bool:
+def can_stream(row: Record) -> bool:
     """Tell whether the agent of a row (with its ``capabilities``) answers with a stream."""
     capabilities = row["capabilities"]
     return isinstance(capabilities, dict) and capabilities.get("streaming") is True

@@ -21,7 +21,7 @@ from a2a_continue.core.exchange import (
     send_payload,
 )
 from a2a_continue.core.handover import after_send, returns_immediately
-from a2a_continue.core.idempotency import KeySlot
+from a2a_continue.core.idempotency import KeyHold
 from a2a_continue.core.models import ContinueBody, Message, check_send_body
 from a2a_continue.core.tasks import record_new_task, record_outcome, release_claim, take_claim
 from a2a_continue.errors import (
@@ -85,7 +85,7 @@ async def claim_task(
     task_id: str,
     client_context: str | None,
     claim: uuid.UUID,
-    key: KeySlot | None = None,
+    key: KeyHold | None = None,
 ) -> Record:
     """Find the visible task and claim it (with ``key``: first take the key); raise 404, 400
     or 409 otherwise."""
@@ -272,7 +272,7 @@ async def begin_follow_up(
     agent_id: uuid.UUID,
     task_id: str,
     body: ContinueBody,
-    key: KeySlot | None = None,
+    key: KeyHold | None = None,
 ) -> FollowUp:
     """Check the body and the gateway-owned fields, then claim the task (400/404/409/422);
     with ``key``, take the Idempotency-Key in the same statement."""
@@ -291,7 +291,7 @@ async def continue_task(
     agent_id: uuid.UUID,
     task_id: str,
     body: ContinueBody,
-    key: KeySlot | None = None,
+    key: KeyHold | None = None,
 ) -> Forwarded:
     """Send a follow-up to a task, one at a time, and record what came of it."""
     follow_up = await begin_follow_up(gw, caller, agent_id, task_id, body, key)

@@ -9,12 +9,12 @@ goes through.
 
 Use a key around one request::
 
-    async with idempotent(gw, caller, key, "start", agent_id, request_hash(...)) as slot:
-        response = slot.keep(await do_it())
+    async with idempotent(gw, caller, key, "start", agent_id, request_hash(...)) as held_key:
+        response = held_key.keep(await do_it())
 
-A follow-up takes its key in the statement that claims the task: it passes ``slot`` to the
-claim (``slot.param()`` in, ``slot.settle(row)`` out) and opens the slot ``with_claim``. A
-streamed answer is never kept: the stream calls ``slot.mark_streamed(task_id)`` and retries
+A follow-up takes its key in the statement that claims the task: it passes ``held_key`` to the
+claim (``held_key.param()`` in, ``held_key.settle(row)`` out) and opens the hold ``with_claim``. A
+streamed answer is never kept: the stream calls ``held_key.mark_streamed(task_id)`` and retries
 are sent to the task's events. A replay is raised as :class:`Replayed`; the edge
 (``middleware.py``) answers it with the kept bytes, the A2A façade (``facade/keys.py``)
 translates it for its client. The statements on the keys are ``idempotency_keys``'; the
@@ -170,7 +170,7 @@ def streamed(agent_id: uuid.UUID, task_id: str | None) -> KeyStreamed:
     return error
 
 
-class KeySlot:
+class KeyHold:
     """One request's hold on its key; without a key every method does nothing.
 
     As an async context manager it takes the key on entry (unless the claim of a follow-up
@@ -269,7 +269,7 @@ class KeySlot:
             # The request's outcome stands; the key stays in flight until its lease ends.
             log.exception("could not update an idempotency key for route %s", r.route)
 
-    async def __aenter__(self) -> KeySlot:
+    async def __aenter__(self) -> KeyHold:
         if not self.with_claim:
             await self.take()
         return self
@@ -299,20 +299,20 @@ def idempotent(
     request_hash: bytes,
     *,
     with_claim: bool = False,
-) -> KeySlot:
-    """Open a slot for a request with ``key`` (None: an unkeyed request, nothing happens)."""
+) -> KeyHold:
+    """Open the hold on a request's key with ``key`` (None: an unkeyed request, nothing happens)."""
     if key is None:
-        return KeySlot(gw, None, with_claim=with_claim)
+        return KeyHold(gw, None, with_claim=with_claim)
     request = KeyRequest(caller.sub, key, route, agent_id, request_hash, uuid.uuid4())
-    return KeySlot(gw, request, with_claim=with_claim)
+    return KeyHold(gw, request, with_claim=with_claim)
 
 
-def for_request(request: Request, body: bytes, route: str, *, with_claim: bool = False) -> KeySlot:
-    """Open the slot of a REST request (its key header, caller, agent and fingerprint)."""
+def for_request(request: Request, body: bytes, route: str, *, with_claim: bool = False) -> KeyHold:
+    """Open the hold on a REST request's key (its key header, caller, agent and fingerprint)."""
     key = key_from(request.headers)
     digest = request_hash(request.method, request.url.path, body) if key is not None else b""
     state = request.scope["state"]
-    slot = idempotent(
+    held_key = idempotent(
         state["gateway"],
         state["caller"],
         key,
@@ -321,5 +321,5 @@ def for_request(request: Request, body: bytes, route: str, *, with_claim: bool =
         digest,
         with_claim=with_claim,
     )
-    slot.stream_task = request.path_params.get("task_id")
-    return slot
+    held_key.stream_task = request.path_params.get("task_id")
+    return held_key

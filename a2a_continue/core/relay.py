@@ -22,11 +22,11 @@ import msgspec
 from a2a_continue.a2a import protocol
 from a2a_continue.a2a.answers import ERROR, STATUS, Update
 from a2a_continue.a2a.downstream import AgentTarget
-from a2a_continue.core.agents import streams
+from a2a_continue.core.agents import can_stream
 from a2a_continue.core.callers import Caller
 from a2a_continue.core.continuation import FollowUp, begin_follow_up, send_follow_up
 from a2a_continue.core.exchange import Forwarded, exchange_stream
-from a2a_continue.core.idempotency import KeySlot
+from a2a_continue.core.idempotency import KeyHold
 from a2a_continue.core.invoke import Start, begin_start, start_task
 from a2a_continue.core.models import ContinueBody, StartBody
 from a2a_continue.core.tasks import record_outcome, release_claim, renew_claim
@@ -178,7 +178,7 @@ class Recorder:
 class StartRecorder(Recorder):
     """A streamed start: `task_created` as soon as a frame names the task, claiming it."""
 
-    def __init__(self, start: Start, key: KeySlot | None = None) -> None:
+    def __init__(self, start: Start, key: KeyHold | None = None) -> None:
         super().__init__(start.gw, start.caller, start.message_id, uuid.uuid4(), start.claim_ttl())
         self.start = start
         self.key = key
@@ -318,7 +318,7 @@ async def _open(
     recorder: Recorder,
 ) -> Relay:
     relay = Relay()
-    # The agent's slot is held for the whole stream (see isolation.py); a busy agent is a
+    # The agent's slot is held for the whole stream (see runtime/call_limits.py); a busy agent is a
     # 503 before anything is sent or recorded.
     agent = target.agent_id or target.endpoint_url
     try:
@@ -328,7 +328,7 @@ async def _open(
         raise
     try:
         work = _run(gw, target, payload, recorder, relay)
-        gw.streams.spawn(_holding_slot(gw, agent, work), name=f"a2ac-stream-{payload['id']}")
+        gw.open_streams.spawn(_holding_slot(gw, agent, work), name=f"a2ac-stream-{payload['id']}")
     except BaseException:
         gw.slots.give(agent)
         raise
@@ -344,11 +344,11 @@ async def _holding_slot(gw: Gateway, agent: uuid.UUID | str, work: Awaitable[Non
 
 
 async def stream_start(
-    gw: Gateway, caller: Caller, agent_id: uuid.UUID, body: StartBody, key: KeySlot | None = None
+    gw: Gateway, caller: Caller, agent_id: uuid.UUID, body: StartBody, key: KeyHold | None = None
 ) -> Relay:
     """Start a task with a streamed answer; the first failure before any frame is raised."""
     start = await begin_start(gw, caller, agent_id, body)
-    if not streams(start.agent):
+    if not can_stream(start.agent):
         return single(await start_task(gw, caller, agent_id, body))
     recorder = StartRecorder(start, key)
     return await _open(gw, start.target, start.payload(streaming=True), recorder)
@@ -360,11 +360,11 @@ async def stream_follow_up(
     agent_id: uuid.UUID,
     task_id: str,
     body: ContinueBody,
-    key: KeySlot | None = None,
+    key: KeyHold | None = None,
 ) -> Relay:
     """Continue a task with a streamed answer, under the same claim and refusals as §5."""
     follow_up = await begin_follow_up(gw, caller, agent_id, task_id, body, key)
-    if not streams(follow_up.row):
+    if not can_stream(follow_up.row):
         return single(await send_follow_up(gw, follow_up, body))
     try:
         target = follow_up.target()

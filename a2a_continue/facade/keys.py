@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from a2a_continue.core.idempotency import KeySlot, check_key, idempotent, message_key, request_hash
+from a2a_continue.core.idempotency import KeyHold, check_key, idempotent, message_key, request_hash
 from a2a_continue.facade.context import Call
 
 
@@ -26,8 +26,8 @@ def key_of(header: str | None, params: dict[str, Any]) -> str | None:
     return message_key(message_id) if isinstance(message_id, str) and message_id else None
 
 
-def slot_for(call: Call, params: dict[str, Any], *, with_claim: bool = False) -> KeySlot:
-    """Open the key slot of one send or cancel (no key: a slot that does nothing)."""
+def hold_for(call: Call, params: dict[str, Any], *, with_claim: bool = False) -> KeyHold:
+    """Open the hold on the key of one send or cancel (no key: a hold that does nothing)."""
     key = call.idempotency_key
     digest = b""
     if key is not None:

@@ -127,14 +127,14 @@ async def send(call: Call, params: JSON) -> object:
     body = send_body(params)
     assert body.message is not None
     task_id = body.message.task_id
-    async with keys.slot_for(call, params, with_claim=task_id is not None) as slot:
+    async with keys.hold_for(call, params, with_claim=task_id is not None) as held_key:
         if task_id is None:
             sent = await invoke.start_task(call.gw, call.caller, call.agent_id, body)
         else:
             sent = await continuation.continue_task(
-                call.gw, call.caller, call.agent_id, task_id, as_continue(body), key=slot
+                call.gw, call.caller, call.agent_id, task_id, as_continue(body), key=held_key
             )
-        slot.keep(forwarded(sent))
+        held_key.keep(forwarded(sent))
     return _answer(sent.answer, call.version)
 
 
@@ -194,9 +194,9 @@ def stored_task(task: TaskOut, version: str) -> object:
 async def cancel(call: Call, params: JSON) -> object:
     """CancelTask / tasks/cancel: the REST cancel, answered as an A2A task."""
     task_id = _task_id(params)
-    async with keys.slot_for(call, params) as slot:
+    async with keys.hold_for(call, params) as held_key:
         task = await invoke.cancel_task(call.gw, call.caller, call.agent_id, task_id)
-        slot.keep(json_response(task))
+        held_key.keep(json_response(task))
     return stored_task(task, call.version)
 
 

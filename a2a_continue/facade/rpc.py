@@ -14,7 +14,7 @@ from a2a_continue.a2a.protocol import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_continue.core.idempotency import REPLAYED, Replayed
 from a2a_continue.errors import AppError, Forbidden
 from a2a_continue.facade import methods as m
-from a2a_continue.facade import streaming as streams
+from a2a_continue.facade import streaming
 from a2a_continue.facade.context import Call
 from a2a_continue.facade.errors import (
     INTERNAL_ERROR,
@@ -70,14 +70,14 @@ METHODS: dict[str, MethodSpec] = {
     "SendMessage": MethodSpec("1.0", INVOKE, run=m.send),
     "message/send": MethodSpec("0.3", INVOKE, run=m.send),
     "SendStreamingMessage": MethodSpec(
-        "1.0", INVOKE, frames=streams.send_frames, final_states=SETTLED
+        "1.0", INVOKE, frames=streaming.send_frames, final_states=SETTLED
     ),
-    "message/stream": MethodSpec("0.3", INVOKE, frames=streams.send_frames, final_states=SETTLED),
+    "message/stream": MethodSpec("0.3", INVOKE, frames=streaming.send_frames, final_states=SETTLED),
     "SubscribeToTask": MethodSpec(
-        "1.0", READ, frames=streams.subscribe_frames, final_states=TERMINAL_STATES
+        "1.0", READ, frames=streaming.subscribe_frames, final_states=TERMINAL_STATES
     ),
     "tasks/resubscribe": MethodSpec(
-        "0.3", READ, frames=streams.subscribe_frames, final_states=TERMINAL_STATES
+        "0.3", READ, frames=streaming.subscribe_frames, final_states=TERMINAL_STATES
     ),
     "GetTask": MethodSpec("1.0", READ, run=m.get),
     "tasks/get": MethodSpec("0.3", READ, run=m.get),
@@ -230,25 +230,25 @@ async def _open_stream(call: Call, spec: MethodSpec, parsed: RpcRequest) -> Resp
     """Answer a stream once its first frame is there; a refusal before it is plain JSON."""
     assert spec.frames is not None
     try:
-        slot = call.gw.streams.take()
+        opened = call.gw.open_streams.take()
     except AppError as exc:
         return _failure(call, parsed, exc)
     frames = spec.frames(call, parsed.params)
     try:
         first = await anext(frames)
     except StopAsyncIteration:
-        first = streams.ErrorFrame(
+        first = streaming.ErrorFrame(
             RpcError(INTERNAL_ERROR, "the stream ended before its first frame").render(call.version)
         )
     except Exception as exc:
-        slot.release()
+        opened.release()
         await frames.aclose()
         return _failure(call, parsed, exc)
-    if isinstance(first, streams.ErrorFrame):
-        slot.release()
+    if isinstance(first, streaming.ErrorFrame):
+        opened.release()
         await frames.aclose()
         return rpc_response(parsed.rpc_id, error=first.error)
-    return streams.stream_response(call, parsed.rpc_id, spec.final_states, first, frames, slot)
+    return streaming.stream_response(call, parsed.rpc_id, spec.final_states, first, frames, opened)
 
 
 def check_permission(call: Call, spec: MethodSpec) -> None:

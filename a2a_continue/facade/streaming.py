@@ -34,7 +34,7 @@ from a2a_continue.facade.errors import (
     from_app_error,
 )
 from a2a_continue.http.sse import StreamResponse
-from a2a_continue.runtime.open_streams import Slot
+from a2a_continue.runtime.open_streams import OpenStream
 
 log = logging.getLogger(__name__)
 
@@ -119,15 +119,17 @@ async def send_frames(call: Call, params: m.JSON) -> AsyncGenerator[Item]:
     body = m.send_body(params)
     assert body.message is not None
     task_id = body.message.task_id
-    async with keys.slot_for(call, params, with_claim=task_id is not None) as slot:
+    async with keys.hold_for(call, params, with_claim=task_id is not None) as held_key:
         if task_id is None:
-            opened = await relay.stream_start(call.gw, call.caller, call.agent_id, body, key=slot)
+            opened = await relay.stream_start(
+                call.gw, call.caller, call.agent_id, body, key=held_key
+            )
         else:
             follow_up = m.as_continue(body)
             opened = await relay.stream_follow_up(
-                call.gw, call.caller, call.agent_id, task_id, follow_up, key=slot
+                call.gw, call.caller, call.agent_id, task_id, follow_up, key=held_key
             )
-        await slot.mark_streamed(task_id)  # a stream keeps nothing; retries go to the events
+        await held_key.mark_streamed(task_id)  # a stream keeps nothing; retries go to the events
     async for item in opened.items():
         yield _relayed(item, call)
 
@@ -242,8 +244,8 @@ def stream_response(
     final_states: frozenset[str],
     first: Item,
     rest: AsyncGenerator[Item],
-    slot: Slot,
+    opened: OpenStream,
 ) -> StreamResponse:
     """Answer 200 text/event-stream: the first frame, then the rest as they come."""
     frames = ClientFrames(call.version, final_states)
-    return StreamResponse(_relay(call, rpc_id, frames, first, rest), slot, call.gw)
+    return StreamResponse(_relay(call, rpc_id, frames, first, rest), opened, call.gw)

@@ -172,15 +172,15 @@ async def start_task(request: Request) -> Response:
     raw = await read_body(request)
     body = decode_body(raw, StartBody)
     gw, caller, agent_id = gateway_of(request), caller_of(request), agent_id_of(request)
-    async with idempotency.for_request(request, raw, "start") as slot:
+    async with idempotency.for_request(request, raw, "start") as held_key:
         if sse.wants_stream(request):
-            return slot.keep(
+            return held_key.keep(
                 await sse.relay_response(
-                    gw, lambda: relay.stream_start(gw, caller, agent_id, body, key=slot)
+                    gw, lambda: relay.stream_start(gw, caller, agent_id, body, key=held_key)
                 )
             )
         result = await invoke.start_task(gw, caller, agent_id, body)
-        return slot.keep(forwarded(result))
+        return held_key.keep(forwarded(result))
 
 
 async def list_tasks(request: Request) -> Response:
@@ -232,16 +232,18 @@ async def continue_task(request: Request) -> Response:
     body = decode_body(raw, ContinueBody)
     gw, caller, agent_id = gateway_of(request), caller_of(request), agent_id_of(request)
     task_id = request.path_params["task_id"]
-    async with idempotency.for_request(request, raw, "continue", with_claim=True) as slot:
+    async with idempotency.for_request(request, raw, "continue", with_claim=True) as held_key:
         if sse.wants_stream(request):
-            return slot.keep(
+            return held_key.keep(
                 await sse.relay_response(
                     gw,
-                    lambda: relay.stream_follow_up(gw, caller, agent_id, task_id, body, key=slot),
+                    lambda: relay.stream_follow_up(
+                        gw, caller, agent_id, task_id, body, key=held_key
+                    ),
                 )
             )
-        result = await continuation.continue_task(gw, caller, agent_id, task_id, body, key=slot)
-        return slot.keep(forwarded(result))
+        result = await continuation.continue_task(gw, caller, agent_id, task_id, body, key=held_key)
+        return held_key.keep(forwarded(result))
 
 
 async def cancel_task(request: Request) -> Response:
@@ -249,11 +251,11 @@ async def cancel_task(request: Request) -> Response:
     raw = await read_body(request)
     if raw.strip():
         decode_body(raw, CancelBody)
-    async with idempotency.for_request(request, raw, "cancel") as slot:
+    async with idempotency.for_request(request, raw, "cancel") as held_key:
         task = await invoke.cancel_task(
             gateway_of(request),
             caller_of(request),
             agent_id_of(request),
             request.path_params["task_id"],
         )
-        return slot.keep(json_response(task))
+        return held_key.keep(json_response(task))

@@ -16,7 +16,7 @@ from a2a_continue.core.models import encode
 from a2a_continue.core.relay import Relay
 from a2a_continue.errors import AppError
 from a2a_continue.runtime.gateway import Gateway
-from a2a_continue.runtime.open_streams import Slot
+from a2a_continue.runtime.open_streams import OpenStream
 
 log = logging.getLogger(__name__)
 
@@ -34,34 +34,34 @@ def keep_alive() -> ServerSentEvent:
 
 
 class StreamResponse(EventSourceResponse):
-    """An SSE response that gives its stream slot back however it ends."""
+    """An SSE response that gives its open stream back however it ends."""
 
     def __init__(
         self,
         content: AsyncIterator[ServerSentEvent],
-        slot: Slot,
+        opened: OpenStream,
         gw: Gateway,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(
             content, headers=headers, ping=gw.settings.keepalive_s, ping_message_factory=keep_alive
         )
-        self.slot = slot
+        self.opened = opened
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
-            self.slot.release()
+            self.opened.release()
 
 
 async def relay_response(gw: Gateway, opening: Callable[[], Awaitable[Relay]]) -> StreamResponse:
     """Answer with the agent's frames as they come (refusals before the stream are raised)."""
-    slot = gw.streams.take()
+    opened = gw.open_streams.take()
     try:
         relay = await opening()
     except BaseException:
-        slot.release()
+        opened.release()
         raise
 
     async def events() -> AsyncIterator[ServerSentEvent]:
@@ -69,7 +69,7 @@ async def relay_response(gw: Gateway, opening: Callable[[], Awaitable[Relay]]) -
             yield ServerSentEvent(data=item.data.decode(), event=item.event)
 
     headers = {"A2A-Task-State": relay.state} if relay.state else {}
-    return StreamResponse(events(), slot, gw, headers=headers)
+    return StreamResponse(events(), opened, gw, headers=headers)
 
 
 async def event_stream_response(
@@ -78,11 +78,11 @@ async def event_stream_response(
     """Answer with a task's events, replayed then live (404 before any stream)."""
     after = start_after(request.headers, request.query_params)
     until = until_states(request.query_params)
-    slot = gw.streams.take()
+    opened = gw.open_streams.take()
     try:
         stream = await EventStream(gw, caller, agent_id, task_id, after, until).open()
     except BaseException:
-        slot.release()
+        opened.release()
         raise
 
     async def events() -> AsyncIterator[ServerSentEvent]:
@@ -96,4 +96,4 @@ async def event_stream_response(
         except Exception:
             log.exception("event stream of task %s failed", task_id)
 
-    return StreamResponse(events(), slot, gw)
+    return StreamResponse(events(), opened, gw)

@@ -44,12 +44,12 @@ class AgentSlots:
         else:
             del self._busy[agent]
 
-    def slot(self, agent: uuid.UUID | str) -> Slot:
+    def slot(self, agent: uuid.UUID | str) -> OpenStream:
         """Hold one of the agent's slots for a ``with`` block, or raise AgentBusy (503)."""
-        return Slot(self, agent)
+        return OpenStream(self, agent)
 
 
-class Slot:
+class OpenStream:
     """One agent slot held for a block (a class: it is on every call's path)."""
 
     __slots__ = ("agent", "slots")

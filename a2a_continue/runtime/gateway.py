@@ -25,7 +25,7 @@ from a2a_continue.runtime.db import (
 )
 from a2a_continue.runtime.db import DB_DOWN as DB_DOWN
 from a2a_continue.runtime.hub import Hub
-from a2a_continue.runtime.open_streams import Streams
+from a2a_continue.runtime.open_streams import OpenStreams
 from a2a_continue.runtime.secrets import Sealer
 from a2a_continue.settings import Settings
 
@@ -78,7 +78,7 @@ class Gateway:
     session: aiohttp.ClientSession
     sealer: Sealer
     hub: Hub = field(default_factory=lambda: Hub(None, listen=False))
-    streams: Streams = field(default_factory=lambda: Streams(1000))
+    open_streams: OpenStreams = field(default_factory=lambda: OpenStreams(1000))
     watcher: WatcherPort | None = None
     targets: dict[tuple[Any, ...], AgentTarget] = field(default_factory=dict)
     held: HeldConnections | None = None

@@ -23,21 +23,21 @@ class TooManyStreams(AppError):
         self.headers["Retry-After"] = "5"
 
 
-class Slot:
+class OpenStream:
     """One open stream; released once, however the stream ends."""
 
-    def __init__(self, streams: Streams) -> None:
-        self._streams: Streams | None = streams
+    def __init__(self, streams: OpenStreams) -> None:
+        self._streams: OpenStreams | None = streams
 
     def release(self) -> None:
-        """Give the slot back (idempotent)."""
+        """Give the place back (idempotent)."""
         if self._streams is not None:
             self._streams.open -= 1
             self._streams = None
             metrics.sse_stream(-1)
 
 
-class Streams:
+class OpenStreams:
     """Count open SSE streams against a limit and own the background agent readers."""
 
     def __init__(self, limit: int) -> None:
@@ -45,13 +45,13 @@ class Streams:
         self.open = 0
         self._tasks: set[asyncio.Task[Any]] = set()
 
-    def take(self) -> Slot:
-        """Take a slot for a new stream, or refuse with 503."""
+    def take(self) -> OpenStream:
+        """Take a place for a new stream, or refuse with 503."""
         if self.open >= self.limit:
             raise TooManyStreams(self.limit)
         self.open += 1
         metrics.sse_stream(1)
-        return Slot(self)
+        return OpenStream(self)
 
     def spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """Run ``work`` independently of any request; it is cancelled at shutdown."""

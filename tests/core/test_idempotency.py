@@ -677,10 +677,10 @@ async def test_streamed_follow_up_points_retries_at_the_event_stream(
     path = agent.messages(task["id"])
     raw = msgspec.json.encode({"text": "Paris"})
     digest = request_hash("POST", path, raw)
-    slot = idempotent(gw, Caller(sub=ALICE), "s", "continue", uuid.UUID(agent.id), digest)
-    slot.stream_task = task["id"]
-    async with slot:
-        slot.keep(sse())
+    held_key = idempotent(gw, Caller(sub=ALICE), "s", "continue", uuid.UUID(agent.id), digest)
+    held_key.stream_task = task["id"]
+    async with held_key:
+        held_key.keep(sse())
     [row] = await key_rows(db)
     assert (row["streamed"], row["status"], row["body"]) == (True, None, None)
 
@@ -708,10 +708,10 @@ async def test_a_streamed_key_points_at_the_events_url_any_task_id_can_be_read_a
     raw = msgspec.json.encode({"text": "Paris"})
     # The gateway knows a request by its path as routed: '/' and '%' stay encoded in a segment.
     digest = request_hash("POST", path.replace("%20", " "), raw)
-    slot = idempotent(gw, Caller(sub=ALICE), "s", "continue", uuid.UUID(agent.id), digest)
-    slot.stream_task = "runs/42 x%"
-    async with slot:
-        slot.keep(sse())
+    held_key = idempotent(gw, Caller(sub=ALICE), "s", "continue", uuid.UUID(agent.id), digest)
+    held_key.stream_task = "runs/42 x%"
+    async with held_key:
+        held_key.keep(sse())
 
     retry = await client.call("POST", path, data=raw, headers=keyed("s"))
 
@@ -729,12 +729,12 @@ async def test_streamed_start_names_its_task_once_the_stream_does(
     agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
     raw = msgspec.json.encode({"text": "hi"})
     digest = request_hash("POST", start_path(agent), raw)
-    slot = idempotent(gw, Caller(sub=ALICE), "s", "start", uuid.UUID(agent.id), digest)
-    async with slot:
-        slot.keep(sse())
+    held_key = idempotent(gw, Caller(sub=ALICE), "s", "start", uuid.UUID(agent.id), digest)
+    async with held_key:
+        held_key.keep(sse())
 
     before_the_task = await client.call("POST", start_path(agent), data=raw, headers=keyed("s"))
-    await slot.mark_streamed("T9")
+    await held_key.mark_streamed("T9")
     after_the_task = await client.call("POST", start_path(agent), data=raw, headers=keyed("s"))
 
     assert assert_problem(before_the_task, 409)["type"] == STREAMED
