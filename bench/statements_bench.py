@@ -23,7 +23,8 @@ import asyncpg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from a2a_continue.core.tasks import CLAIM_TASK, RECORD_OUTCOME, SYSTEM_ACTOR  # noqa: E402
+from a2a_continue.core.claims import CLAIM_TASK  # noqa: E402
+from a2a_continue.core.tasks import RECORD_OUTCOME, SYSTEM_ACTOR  # noqa: E402
 from a2a_continue.runtime.db import _init_connection, migrate_url  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")

@@ -25,10 +25,11 @@ from typing import Any
 from a2a_continue.a2a import protocol
 from a2a_continue.a2a.answers import ERROR, MESSAGE, TASK, Update
 from a2a_continue.a2a.downstream import AgentTarget
-from a2a_continue.core import leases, tasks
+from a2a_continue.core import leases, watches
 from a2a_continue.core.agents import can_stream
 from a2a_continue.core.exchange import exchange_stream
 from a2a_continue.core.snapshots import TASK_NOT_FOUND, ask_agent, status_mark
+from a2a_continue.core.tasks import SYSTEM_ACTOR
 from a2a_continue.core.updates import record_update
 from a2a_continue.errors import (
     AgentBadAnswer,
@@ -108,7 +109,7 @@ class Watcher:
         if held:
             try:
                 async with self.gw.connection() as conn:
-                    await tasks.release_watches(conn, held)
+                    await watches.release_watches(conn, held)
             except Exception:
                 log.exception("could not release %d watch leases; they expire instead", len(held))
 
@@ -139,7 +140,9 @@ class Watcher:
             if room > 0:
                 try:
                     async with self.gw.connection() as conn:
-                        rows = await tasks.pick_up_watches(conn, room, self.settings.watch_lease_s)
+                        rows = await watches.pick_up_watches(
+                            conn, room, self.settings.watch_lease_s
+                        )
                 except Exception as exc:
                     log.warning("watcher pick-up failed (%s); retrying", type(exc).__name__)
                     rows = []
@@ -195,7 +198,7 @@ class Watcher:
         try:
             async with self.gw.connection() as conn:
                 for row_id, token in settled.items():
-                    await tasks.finish_watch(conn, row_id, token)
+                    await watches.finish_watch(conn, row_id, token)
         except Exception as exc:
             log.warning("watch of settled tasks not ended (%s); retrying", type(exc).__name__)
 
@@ -221,7 +224,7 @@ class Watcher:
             log.exception("watch of task %s failed; its lease is given back", row["task_id"])
             with contextlib.suppress(Exception):
                 async with self.gw.connection() as conn:
-                    await tasks.release_watches(conn, {row_id: token})
+                    await watches.release_watches(conn, {row_id: token})
         finally:
             entry = self._following.get(row_id)
             if entry is not None and entry[0] == token:
@@ -255,16 +258,16 @@ class Watcher:
                 await self._give_up(watch, stop.reason, stop.detail)
             return
         async with self.gw.connection() as conn:
-            await tasks.finish_watch(conn, watch.row_id, watch.token)
+            await watches.finish_watch(conn, watch.row_id, watch.token)
 
     async def _give_up(self, watch: Watch, reason: str, detail: str) -> None:
         log.warning("watch of task %s gave up: %s (%s)", watch.task_id, reason, detail)
         async with self.gw.connection() as conn:
-            await tasks.give_up_watch(
+            await watches.give_up_watch(
                 conn,
                 watch.row_id,
                 watch.token,
-                tasks.SYSTEM_ACTOR,
+                SYSTEM_ACTOR,
                 {"reason": reason, "detail": detail},
             )
 
@@ -348,7 +351,7 @@ class Watcher:
         try:
             async with self.gw.connection() as conn:
                 applied = await record_update(
-                    conn, watch.row_id, update, source=source, actor=tasks.SYSTEM_ACTOR
+                    conn, watch.row_id, update, source=source, actor=SYSTEM_ACTOR
                 )
         except NotFound:
             raise _Stop(None) from None
@@ -366,5 +369,5 @@ class Watcher:
                 return False  # still the status the send was answered with
             watch.past = None
             async with self.gw.connection() as conn:
-                await tasks.forget_watch_past(conn, watch.row_id, watch.token)
+                await watches.forget_watch_past(conn, watch.row_id, watch.token)
         return None if protocol.is_interrupted_task_state(update.state) else moved

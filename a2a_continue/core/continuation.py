@@ -13,6 +13,7 @@ from a2a_continue.a2a import protocol
 from a2a_continue.a2a.answers import TASK, Update
 from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.core.callers import Caller
+from a2a_continue.core.claims import release_claim, take_claim
 from a2a_continue.core.exchange import (
     Forwarded,
     check_role,
@@ -23,7 +24,7 @@ from a2a_continue.core.exchange import (
 from a2a_continue.core.handover import after_send, returns_immediately
 from a2a_continue.core.idempotency import KeyHold
 from a2a_continue.core.models import ContinueBody, Message, check_send_body
-from a2a_continue.core.tasks import record_new_task, record_outcome, release_claim, take_claim
+from a2a_continue.core.tasks import record_new_task, record_outcome
 from a2a_continue.errors import (
     AgentBadAnswer,
     AgentTimeout,

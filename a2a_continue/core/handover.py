@@ -7,7 +7,7 @@ import uuid
 
 from a2a_continue.a2a import protocol
 from a2a_continue.a2a.answers import Update
-from a2a_continue.core import tasks
+from a2a_continue.core import watches
 from a2a_continue.core.models import ContinueBody
 from a2a_continue.core.snapshots import status_mark
 from a2a_continue.runtime.gateway import Gateway
@@ -45,7 +45,7 @@ async def after_send(
     token = uuid.uuid4() if watcher is not None and watcher.room() > 0 else None
     try:
         async with gw.connection() as conn:
-            row = await tasks.hand_over_watch(
+            row = await watches.hand_over_watch(
                 conn, agent_id, task.id, past, token, gw.settings.watch_lease_s
             )
     except Exception:

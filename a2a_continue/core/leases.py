@@ -17,7 +17,7 @@ from typing import Any
 from a2a_continue.a2a import protocol
 from a2a_continue.a2a.answers import TASK, Update
 from a2a_continue.core.snapshots import status_mark
-from a2a_continue.core.tasks import renew_watches
+from a2a_continue.core.watches import renew_watches
 from a2a_continue.runtime.db import Conn
 
 STORED_STATUS = "SELECT state, status_message FROM a2a_tasks WHERE id = $1"

@@ -24,12 +24,13 @@ from a2a_continue.a2a.answers import ERROR, STATUS, Update
 from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.core.agents import can_stream
 from a2a_continue.core.callers import Caller
+from a2a_continue.core.claims import release_claim, renew_claim
 from a2a_continue.core.continuation import FollowUp, begin_follow_up, send_follow_up
 from a2a_continue.core.exchange import Forwarded, exchange_stream
 from a2a_continue.core.idempotency import KeyHold
 from a2a_continue.core.invoke import Start, begin_start, start_task
 from a2a_continue.core.models import ContinueBody, StartBody
-from a2a_continue.core.tasks import record_outcome, release_claim, renew_claim
+from a2a_continue.core.tasks import record_outcome
 from a2a_continue.core.updates import record_update
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AppError
 from a2a_continue.obs import metrics

@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from a2a_continue.core import leases, tasks
+from a2a_continue.core import leases, watches
 from tests.support.agents import BUSY_TYPE, register_fake
 from tests.support.client import Client, assert_problem, register
 from tests.support.database import insert_agent
@@ -67,7 +67,7 @@ async def test_pick_up_takes_only_live_tasks_that_nobody_holds(db: asyncpg.Conne
     await add_task(db, agent, "claimed", **LIVE_CLAIM)
     await add_task(db, agent, "given-up", watch_failed_at="now()")
 
-    rows = await tasks.pick_up_watches(db, 100, LEASE_S)
+    rows = await watches.pick_up_watches(db, 100, LEASE_S)
 
     assert {r["task_id"] for r in rows} == {
         "working",
@@ -83,7 +83,7 @@ async def test_pick_up_takes_only_live_tasks_that_nobody_holds(db: asyncpg.Conne
     assert {r["watch_token"] for r in held} == {r["watch_token"] for r in rows}
     assert len({r["watch_token"] for r in held}) == 4
     assert all(0 < r["left_s"] <= LEASE_S for r in held)
-    assert await tasks.pick_up_watches(db, 100, LEASE_S) == []
+    assert await watches.pick_up_watches(db, 100, LEASE_S) == []
 
 
 async def test_pick_up_takes_no_more_than_asked(db: asyncpg.Connection) -> None:
@@ -91,8 +91,8 @@ async def test_pick_up_takes_no_more_than_asked(db: asyncpg.Connection) -> None:
     for n in range(5):
         await add_task(db, agent, f"t{n}")
 
-    assert len(await tasks.pick_up_watches(db, 2, LEASE_S)) == 2
-    assert len(await tasks.pick_up_watches(db, 10, LEASE_S)) == 3
+    assert len(await watches.pick_up_watches(db, 2, LEASE_S)) == 2
+    assert len(await watches.pick_up_watches(db, 10, LEASE_S)) == 3
 
 
 async def test_concurrent_pick_ups_never_take_one_task_twice(
@@ -103,7 +103,7 @@ async def test_concurrent_pick_ups_never_take_one_task_twice(
         await add_task(db, agent, f"t{n}")
     conns = [await connect(database_url) for _ in range(4)]
     try:
-        picked = await asyncio.gather(*(tasks.pick_up_watches(c, 40, LEASE_S) for c in conns))
+        picked = await asyncio.gather(*(watches.pick_up_watches(c, 40, LEASE_S) for c in conns))
     finally:
         for conn in conns:
             await conn.close()
@@ -116,7 +116,7 @@ async def test_pick_up_of_an_expired_lease_keeps_the_watch_clock(db: asyncpg.Con
     agent = await insert_agent(db)
     await add_task(db, agent, "t1", watch_started_at="now() - interval '1 h'", **DEAD_LEASE)
 
-    [row] = await tasks.pick_up_watches(db, 10, LEASE_S)
+    [row] = await watches.pick_up_watches(db, 10, LEASE_S)
 
     assert 3599 < row["watched_s"] < 3700
 
@@ -125,7 +125,7 @@ async def test_renew_extends_only_the_leases_still_held(db: asyncpg.Connection) 
     agent = await insert_agent(db)
     await add_task(db, agent, "mine")
     await add_task(db, agent, "taken-over")
-    rows = {r["task_id"]: r for r in await tasks.pick_up_watches(db, 10, LEASE_S)}
+    rows = {r["task_id"]: r for r in await watches.pick_up_watches(db, 10, LEASE_S)}
     await db.execute(
         "UPDATE a2a_tasks SET watch_token = gen_random_uuid() WHERE task_id = 'taken-over'"
     )
@@ -171,14 +171,14 @@ async def test_renew_says_which_held_tasks_are_settled_as_stored(db: asyncpg.Con
 async def test_released_lease_is_picked_up_at_once_with_its_clock(db: asyncpg.Connection) -> None:
     agent = await insert_agent(db)
     await add_task(db, agent, "t1")
-    [row] = await tasks.pick_up_watches(db, 10, LEASE_S)
+    [row] = await watches.pick_up_watches(db, 10, LEASE_S)
 
-    await tasks.release_watches(db, {row["row_id"]: row["watch_token"]})
+    await watches.release_watches(db, {row["row_id"]: row["watch_token"]})
 
     lease = await db.fetchrow("SELECT watch_token, watch_started_at FROM a2a_tasks")
     assert lease is not None
     assert lease["watch_token"] is None and lease["watch_started_at"] is not None
-    [again] = await tasks.pick_up_watches(db, 10, LEASE_S)
+    [again] = await watches.pick_up_watches(db, 10, LEASE_S)
     assert again["watch_token"] != row["watch_token"]
 
 
@@ -186,10 +186,12 @@ async def test_give_up_logs_watch_failed_and_keeps_the_state(db: asyncpg.Connect
     agent = await insert_agent(db)
     row_id = await add_task(db, agent, "t1")
     await db.execute("UPDATE a2a_tasks SET last_seq = 1 WHERE id = $1", row_id)
-    [row] = await tasks.pick_up_watches(db, 10, LEASE_S)
+    [row] = await watches.pick_up_watches(db, 10, LEASE_S)
 
-    assert not await tasks.give_up_watch(db, row_id, uuid.uuid4(), "a2a-continue", {"reason": "x"})
-    assert await tasks.give_up_watch(
+    assert not await watches.give_up_watch(
+        db, row_id, uuid.uuid4(), "a2a-continue", {"reason": "x"}
+    )
+    assert await watches.give_up_watch(
         db, row_id, row["watch_token"], "a2a-continue", {"reason": "x"}
     )
 
@@ -216,7 +218,7 @@ async def test_hand_over_leases_a_free_task_and_records_the_status_to_wait_past(
     token = uuid.uuid4()
     past = {"state": "input-required", "timestamp": None, "message": "m1"}
 
-    row = await tasks.hand_over_watch(db, agent, "t1", past, token, LEASE_S)
+    row = await watches.hand_over_watch(db, agent, "t1", past, token, LEASE_S)
 
     assert row is not None
     assert (row["watch_token"], row["watch_past"], row["watched_s"]) == (token, past, 0)
@@ -228,7 +230,7 @@ async def test_hand_over_never_leases_a_claimed_task(db: asyncpg.Connection) -> 
     agent = await insert_agent(db)
     await add_task(db, agent, "t1", **LIVE_CLAIM)
 
-    row = await tasks.hand_over_watch(db, agent, "t1", None, uuid.uuid4(), LEASE_S)
+    row = await watches.hand_over_watch(db, agent, "t1", None, uuid.uuid4(), LEASE_S)
 
     assert row is not None and row["watch_token"] is None
 
@@ -239,8 +241,8 @@ async def test_hand_over_skips_tasks_that_need_no_watch(db: asyncpg.Connection) 
     await add_task(db, agent, "asking", "input-required")
     past = {"state": "completed"}
 
-    assert await tasks.hand_over_watch(db, agent, "done", past, uuid.uuid4(), LEASE_S) is None
-    assert await tasks.hand_over_watch(db, agent, "asking", None, uuid.uuid4(), LEASE_S) is None
+    assert await watches.hand_over_watch(db, agent, "done", past, uuid.uuid4(), LEASE_S) is None
+    assert await watches.hand_over_watch(db, agent, "asking", None, uuid.uuid4(), LEASE_S) is None
     assert await db.fetchval("SELECT count(*) FROM a2a_tasks WHERE watch_token IS NULL") == 2
 
 
@@ -302,7 +304,7 @@ async def test_a_streamed_start_holds_its_task_against_the_watcher_until_the_str
     try:
         fake, _, streaming = await open_streamed_start(client, sse_agent, db, go)
 
-        picked = await tasks.pick_up_watches(db, 100, LEASE_S)
+        picked = await watches.pick_up_watches(db, 100, LEASE_S)
 
         held = await db.fetchrow("SELECT watch_token, claim_token FROM a2a_tasks")
         assert picked == []

@@ -11,8 +11,9 @@ import asyncpg
 import pytest
 
 from a2a_continue.a2a.answers import STATUS, Update
-from a2a_continue.core.tasks import append_event, give_up_watch, record_outcome
+from a2a_continue.core.tasks import append_event, record_outcome
 from a2a_continue.core.updates import record_update
+from a2a_continue.core.watches import give_up_watch
 from a2a_continue.runtime.hub import Hub
 from tests.support.database import insert_agent, with_application_name
 from tests.support.waiting import eventually
