@@ -17,6 +17,7 @@ from a2a_continue.core import (
     invoke,
     refresh,
     relay,
+    task_list,
     task_reads,
 )
 from a2a_continue.core.callers import Caller
@@ -181,6 +182,13 @@ async def start_task(request: Request) -> Response:
             )
         result = await invoke.start_task(gw, caller, agent_id, body)
         return held_key.keep(forwarded(result))
+
+
+async def list_all_tasks(request: Request) -> Response:
+    """List the caller's tasks of every agent they can see."""
+    async with gateway_of(request).connection() as conn:
+        page = await task_list.list_all_tasks(conn, caller_of(request), request.query_params)
+    return json_response(page)
 
 
 async def list_tasks(request: Request) -> Response:

@@ -135,6 +135,25 @@ ROUTES = [
     ),
     ApiRoute(
         "GET",
+        "/v1/a2a/tasks",
+        h.list_all_tasks,
+        "a2a.read",
+        Operation(
+            "List the caller's tasks of every agent they can see, newest first",
+            answer=TaskList,
+            query=(
+                Param("state", "only tasks in this canonical state"),
+                Param("agentId", "only tasks of this agent", {"type": "string", "format": "uuid"}),
+                Param("contextId", "only tasks of this context"),
+                Param("owner", "only tasks this caller started (admins only, else 403)"),
+                _LIMIT,
+                _CURSOR,
+            ),
+            problems=(403, 422, _DB),
+        ),
+    ),
+    ApiRoute(
+        "GET",
         "/v1/a2a/{agent_id:uuid}/tasks",
         h.list_tasks,
         "a2a.read",
