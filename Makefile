@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install run test lint demo bench walkthrough compose-smoke clean
+.PHONY: install run test lint demo bench walkthrough compose-smoke clean test-browser
 
 $(RUN_STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -44,3 +44,7 @@ compose-smoke:
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# The console in Debian's chromium (apt-get install chromium chromium-driver), headless.
+test-browser: $(DEV_STAMP)
+	$(PY) -m pytest -m browser tests/browser

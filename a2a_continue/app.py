@@ -14,7 +14,7 @@ from starlette.routing import BaseRoute
 from a2a_continue.background.sweeps import start_sweeper, stop_sweeper, sweeping_claims
 from a2a_continue.background.watcher import Watcher
 from a2a_continue.facade import routes as facade
-from a2a_continue.http import docs, openapi, rest
+from a2a_continue.http import console, docs, openapi, rest
 from a2a_continue.http.edge import Edge
 from a2a_continue.http.routes import ApiRoute
 from a2a_continue.http.tokens import TokenVerifier
@@ -30,7 +30,13 @@ from a2a_continue.settings import Settings, check_jwt_secret
 log = logging.getLogger(__name__)
 
 # The one route table: routing, the permission check and the API description derive from it.
-ROUTES: list[ApiRoute] = [*rest.ROUTES, *openapi.ROUTES, *docs.ROUTES, *facade.ROUTES]
+ROUTES: list[ApiRoute] = [
+    *rest.ROUTES,
+    *openapi.ROUTES,
+    *docs.ROUTES,
+    *console.ROUTES,
+    *facade.ROUTES,
+]
 
 
 def create_app(

@@ -1,4 +1,4 @@
-"""The a2a-continue command: serve, migrate, token, demo, sample-agent."""
+"""The a2a-continue command: serve, migrate, token, console, demo, sample-agent."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
+import asyncpg
 import msgspec
 
+from a2a_continue.core import console_codes
 from a2a_continue.core.callers import mint_token
 from a2a_continue.obs import logs
 from a2a_continue.ops.embedded import EmbeddedUnavailable
@@ -151,6 +153,34 @@ def token(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def console(settings: Settings) -> int:
+    """Print a one-time link that opens the console signed in as the embedded set-up's admin."""
+    with database(settings) as ready:
+        assert ready.database_url
+        if not _database_answers(ready.database_url):
+            return 1
+        asyncio.run(migrate_url(ready.database_url))
+        code = asyncio.run(_new_code(ready.database_url, ready.console_code_ttl_s))
+    base = (settings.public_url or f"http://{settings.host}:{settings.port}").rstrip("/")
+    # The code rides in the fragment, which browsers never send to a server.
+    print(f"{base}/console#code={code}")
+    minutes = max(1, round(settings.console_code_ttl_s / 60))
+    print(
+        f"one-time sign-in link for {ADMIN} (works once, within {minutes} min;"
+        f" the console's token lasts {round(settings.console_token_ttl_s / 60)} min)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+async def _new_code(database_url: str, ttl_s: float) -> str:
+    conn = await asyncpg.connect(database_url)
+    try:
+        return await console_codes.create_code(conn, ADMIN, True, ttl_s)
+    finally:
+        await conn.close()
+
+
 def _positive(text: str) -> float:
     try:
         value = float(text)
@@ -177,6 +207,9 @@ def parser() -> argparse.ArgumentParser:
     tok.add_argument("--admin", action="store_true")
     tok.add_argument(
         "--ttl", type=_positive, default=3600, help="seconds of validity, > 0 (default 3600)"
+    )
+    sub.add_parser(
+        "console", help="print a one-time link that opens the console signed in as the admin"
     )
     sub.add_parser("demo", help="run a two-turn task through a gateway and a sample agent")
     sample = sub.add_parser(
@@ -234,6 +267,8 @@ def _main(argv: list[str] | None = None) -> int:
         return migrate(settings)
     if args.command == "token":
         return token(settings, args)
+    if args.command == "console":
+        return console(settings)
     from a2a_continue.ops.demo import run_demo
 
     return run_demo()

@@ -72,6 +72,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     stream_poll_s: float = 3.0
     listen: bool = True
     public_url: str | None = None
+    # The console (SPEC §13): how long a sign-in code of `a2a-continue console` may wait to
+    # be used, and how long the token it is exchanged for lasts.
+    console_code_ttl_s: float = 300.0
+    console_token_ttl_s: float = 3600.0
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -175,6 +179,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         stream_poll_s=_number(env, "A2AC_STREAM_POLL_S", 3.0),
         listen=_flag(env, "A2AC_LISTEN", True),
         public_url=env.get("A2AC_PUBLIC_URL") or None,
+        # The console
+        console_code_ttl_s=_number(env, "A2AC_CONSOLE_CODE_TTL_S", 300.0),
+        console_token_ttl_s=_number(env, "A2AC_CONSOLE_TOKEN_TTL_S", 3600.0),
     )
     return _check_watch(settings)
 
