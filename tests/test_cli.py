@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import asyncpg
 import jwt
 import pytest
 
@@ -149,3 +152,23 @@ def test_token_without_a_secret_refuses_and_creates_nothing(tmp_path: Path) -> N
     assert "A2AC_JWT_SECRET" in line
     assert str(data_dir / "secrets.json") in line
     assert not data_dir.exists()
+
+
+def test_console_prints_a_one_time_link_whose_code_is_stored_hashed(database_url: str) -> None:
+    env = clean_env(A2AC_DATABASE_URL=database_url, A2AC_PORT="8123")
+    done = run_cli("console", env=env)
+    assert done.returncode == 0, done.stderr
+    link = done.stdout.strip()
+    assert re.fullmatch(r"http://127\.0\.0\.1:8123/console#code=[A-Za-z0-9_-]{40,}", link)
+    code = link.split("#code=", 1)[1]
+    stored = asyncio.run(_stored_codes(database_url))
+    assert hashlib.sha256(code.encode()).digest() in stored
+    assert "works once" in done.stderr
+
+
+async def _stored_codes(database_url: str) -> list[bytes]:
+    conn = await asyncpg.connect(database_url)
+    try:
+        return [row[0] for row in await conn.fetch("SELECT code_sha256 FROM a2a_console_codes")]
+    finally:
+        await conn.close()

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import ADMIN, ALICE, JSON, Rest
-from tests.support.processes import run_cli
+from tests.support.ports import free_port
+from tests.support.processes import gateway_env, run_cli, start_serve, wait_ready
 
 pytestmark = pytest.mark.browser
 
@@ -237,3 +240,37 @@ def test_the_token_is_never_in_a_url_a_cookie_or_local_storage(
     assert page.evaluate("document.cookie") == ""
     assert page.evaluate("localStorage.length") == 0
     assert page.evaluate("Object.values(sessionStorage)") == [ADMIN]
+
+
+def test_the_timeline_resumes_after_the_stream_drops_with_no_gap_or_repeat(
+    page: Page, database_url: str, rest: Rest, agents: tuple[JSON, JSON], tmp_path: Path
+) -> None:
+    port = free_port()
+    env = gateway_env(database_url, A2AC_PORT=str(port))
+    own = f"http://127.0.0.1:{port}"
+    agent = agents[1]
+    task = rest.start(agent)
+    with (tmp_path / "first.log").open("wb") as out:
+        first = start_serve(env, port, stdout=out, stderr=subprocess.STDOUT)
+    second = None
+    try:
+        wait_ready(port, first)
+        sign_in(page, own)
+        open_task(page, own, agent, task)
+        expect(page.locator("#live")).to_have_text("(live)")
+        first.kill()  # the stream drops mid-task
+        first.wait(timeout=60)
+        expect(page.locator("#live")).to_have_text("(reconnecting…)")
+        rest.reply(agent, task, "Paris")  # while the page is cut off
+        with (tmp_path / "second.log").open("wb") as out:
+            second = start_serve(env, port, stdout=out, stderr=subprocess.STDOUT)
+        wait_ready(port, second)
+        expect(page.locator("#live")).to_have_text("(finished)")
+        seqs = page.locator("#timeline li").evaluate_all("items => items.map(i => i.dataset.seq)")
+        assert seqs == ["1", "2"]
+        expect(page.locator("#t-state")).to_have_text("completed")
+    finally:
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(timeout=60)

@@ -16,7 +16,7 @@ from starlette.responses import FileResponse, RedirectResponse, Response
 from a2a_continue.core import console_codes
 from a2a_continue.core.console_codes import SignedIn, SignInBody
 from a2a_continue.core.models import decode_body
-from a2a_continue.errors import NotFound, Unauthorized
+from a2a_continue.errors import AppError, NotFound
 from a2a_continue.http.handlers import gateway_of, json_response, read_body
 from a2a_continue.http.routes import PUBLIC, ApiRoute, Operation
 
@@ -33,6 +33,12 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",
 }
+
+
+class CodeRefused(AppError):
+    """A sign-in code that signs in nobody (as OAuth's ``invalid_grant``: a 400)."""
+
+    status, slug, title = 400, "sign-in-code-refused", "Sign-in link refused"
 
 
 async def page(request: Request) -> Response:
@@ -63,7 +69,7 @@ async def sign_in(request: Request) -> Response:
     async with gw.connection() as conn:
         caller = await console_codes.take_code(conn, body.code)
     if caller is None:
-        raise Unauthorized("this sign-in link is unknown, already used or expired")
+        raise CodeRefused("this sign-in link is unknown, already used or expired")
     signed = console_codes.sign_in(caller, gw.settings.jwt_secret, gw.settings.console_token_ttl_s)
     answer = json_response(signed)
     answer.headers["Cache-Control"] = "no-store"
@@ -102,7 +108,7 @@ ROUTES = [
             ' token: body `{"code": "<the code after #code= in the link>"}` (a code works once,'
             " so the description carries no example to try)",
             answer=SignedIn,
-            problems=(401, 404, 413, 422, 503),
+            problems=(400, 404, 413, 422, 503),
         ),
     ),
 ]
