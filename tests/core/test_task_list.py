@@ -204,3 +204,8 @@ async def test_no_filter_shape_scans_the_whole_task_table(db: asyncpg.Connection
         for scope in (("user7@example.com", ["team7"], False), ("root", [], True)):
             plan = await _plan(db, sql, [*scope, *args, 51])
             assert "Seq Scan on a2a_tasks" not in plan, (shape, scope, plan)
+
+
+async def test_listing_needs_the_read_permission(client: Client) -> None:
+    r = await client.call("GET", "/v1/a2a/tasks", bearer=token(perms=["a2a.invoke"]))
+    assert "a2a.read" in assert_problem(r, 403)["detail"]

@@ -277,3 +277,11 @@ async def test_an_unknown_docs_asset_is_404(client: Client) -> None:
         r = await client.call("GET", f"/docs/{name}", bearer=None)
         assert r.status == 404, name
         assert r.headers["Content-Type"] == "application/problem+json"
+
+
+def test_the_task_list_across_agents_is_described_with_its_filters(document: JSON) -> None:
+    operation = document["paths"]["/v1/a2a/tasks"]["get"]
+    names = {p["name"] for p in operation["parameters"] if p["in"] == "query"}
+    assert names == {"state", "agentId", "contextId", "owner", "limit", "cursor"}
+    assert operation["x-permission"] == "a2a.read"
+    assert {"200", "403", "422"} <= set(operation["responses"])

@@ -385,7 +385,12 @@ function renderTask(task) {
   $("t-agent").textContent = current.agent ? current.agent.name : task.agentId;
   $("t-owner").textContent = task.owner;
   $("t-team").textContent = task.teamId || "—";
-  $("t-context").textContent = task.contextId || "—";
+  const context = clear($("t-context"));
+  context.append(
+    task.contextId
+      ? el("a", { href: consoleLink({ view: "tasks", contextId: task.contextId }) }, task.contextId)
+      : "—",
+  );
   $("t-updated").textContent = when(task.updatedAt);
   const message = clear($("t-message"));
   const parts = partsOf(task.statusMessage);
