@@ -153,6 +153,9 @@ def test_cancel_from_the_page_cancels_the_task(
     sign_in(page, gateway)
     open_task(page, gateway, agent, task)
     page.click("#cancel")
+    expect(page.locator("#cancel")).to_have_text("Cancel it: click again")
+    assert rest.task(agent, task["id"])["state"] == "input-required"  # one click asks only
+    page.click("#cancel")
     expect(page.locator("#t-state")).to_have_text("canceled")
     expect(page.locator("#timeline li[data-type='task_canceled']")).to_be_visible()
     expect(page.locator("#cancel")).to_be_hidden()

@@ -552,6 +552,15 @@ function agentRefusal(frame) {
 
 async function cancelTask() {
   hideError();
+  const button = $("cancel");
+  // A cancel cannot be undone: the first click asks, the second one cancels.
+  if (button.dataset.armed !== "yes") {
+    button.dataset.armed = "yes";
+    button.textContent = "Cancel it: click again";
+    return;
+  }
+  delete button.dataset.armed;
+  button.textContent = "Cancel task";
   $("cancel").disabled = true;
   try {
     renderTask(await api(`${current.base}/cancel`, { method: "POST", json: {} }));
