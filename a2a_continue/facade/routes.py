@@ -21,7 +21,12 @@ ROUTES = [
         FACADE + "/.well-known/agent-card.json",
         handlers.agent_card,
         "a2a.read",
-        Operation("Serve the agent's card, pointed at the gateway."),
+        Operation(
+            "Serve the agent's card, pointed at the gateway.",
+            answer="the card: `A2A-Version` 1.0 or 0.3 (header or query) asks for that"
+            " version's card only",
+        ),
+        anonymous=True,
     ),
     ApiRoute(
         "POST",
@@ -37,7 +42,13 @@ ROUTES = [
                 "jsonrpc": "2.0",
                 "id": 1,
                 "method": "SendMessage",
-                "params": {"message": {"role": "ROLE_USER", "parts": [{"text": QUESTION}]}},
+                "params": {
+                    "message": {
+                        "messageId": "example-1",
+                        "role": "ROLE_USER",
+                        "parts": [{"text": QUESTION}],
+                    }
+                },
             },
         ),
     ),

@@ -16,6 +16,7 @@ from a2a_continue.errors import AppError, Forbidden
 from a2a_continue.facade import methods as m
 from a2a_continue.facade import streaming
 from a2a_continue.facade.context import Call
+from a2a_continue.facade.extended import extended_card
 from a2a_continue.facade.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -83,6 +84,8 @@ METHODS: dict[str, MethodSpec] = {
     "tasks/get": MethodSpec("0.3", READ, run=m.get),
     "ListTasks": MethodSpec("1.0", READ, run=m.list_),
     "CancelTask": MethodSpec("1.0", INVOKE, run=m.cancel),
+    "GetExtendedAgentCard": MethodSpec("1.0", READ, run=extended_card),
+    "agent/getAuthenticatedExtendedCard": MethodSpec("0.3", READ, run=extended_card),
     "tasks/cancel": MethodSpec("0.3", INVOKE, run=m.cancel),
     **{
         name: MethodSpec(version, READ, run=m.push_not_supported)
