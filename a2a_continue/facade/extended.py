@@ -18,7 +18,12 @@ _METHODS = {"1.0": "GetExtendedAgentCard", "0.3": "agent/getAuthenticatedExtende
 
 
 def _request(version: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": protocol.new_rpc_id(), "method": _METHODS[version], "params": {}}
+    return {
+        "jsonrpc": "2.0",
+        "id": protocol.new_rpc_id(),
+        "method": _METHODS[version],
+        "params": {},
+    }
 
 
 async def extended_card(call: Call, params: dict[str, Any]) -> object:

@@ -9,7 +9,7 @@ from a2a_continue.errors import PayloadTooLarge
 from a2a_continue.facade import keys, rpc
 from a2a_continue.facade.card import card_for
 from a2a_continue.facade.context import Call
-from a2a_continue.facade.errors import INVALID_REQUEST
+from a2a_continue.facade.errors import INVALID_REQUEST, RpcError
 from a2a_continue.http.handlers import agent_id_of, caller_of, gateway_of, json_response, read_body
 
 
@@ -23,7 +23,7 @@ def card_version(request: Request) -> str | None:
     """The version whose card the client asks for (A2A-Version); None: the card both read."""
     try:
         return rpc.asked_version(request)
-    except rpc.RpcError:
+    except RpcError:
         return None
 
 

@@ -265,5 +265,10 @@ async def test_stored_0_3_card_is_rewritten_to_the_gateway(
         {"url": card["url"], "transport": "HTTP+JSON"},
     ]
     assert card["skills"] == [{"id": "s", "name": "S", "description": "d", "tags": []}]
-    assert [i["protocolVersion"] for i in card["supportedInterfaces"]] == ["1.0", "1.0", "0.3", "0.3"]
+    assert [i["protocolVersion"] for i in card["supportedInterfaces"]] == [
+        "1.0",
+        "1.0",
+        "0.3",
+        "0.3",
+    ]
     assert card["security"] == [{"bearer": []}]
