@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from a2a_continue.facade import handlers
+from a2a_continue.facade import handlers, http_json, rpc
 from a2a_continue.http.rest import QUESTION
 from a2a_continue.http.routes import JSON, PER_METHOD, ApiRoute, Operation
 
@@ -53,3 +53,35 @@ ROUTES = [
         ),
     ),
 ]
+
+
+_STREAMED = "the method's frames in the binding's shape; an error ends the stream as `event: error`"
+
+
+def _binding_route(
+    method: str, path: str, binding: http_json.Binding, name: str, doc: str
+) -> ApiRoute:
+    spec = rpc.METHODS[binding.method]
+    streams = spec.frames is not None
+    summary = f"A2A {spec.version} HTTP+JSON: {doc}"
+    return ApiRoute(
+        method,
+        FACADE + path,
+        http_json.endpoint(binding, name, f"The agent's {doc[:-1]} through the gateway."),
+        spec.permission,
+        Operation(
+            summary,
+            body={"type": "object"} if method == "POST" else None,
+            body_optional=method == "POST" and "message:" not in path,
+            answer="the A2A answer in the binding's JSON; errors as the binding defines them"
+            " (1.0: a google.rpc.Status JSON; 0.3: code, type, message, data)",
+            problems=(404,),
+            sse=_STREAMED if streams else None,
+            idempotent=binding.method
+            in ("SendMessage", "message/send", "CancelTask", "tasks/cancel"),
+        ),
+    )
+
+
+# The HTTP+JSON binding: 1.0 under the agent, 0.3 under its /v1 (SPEC §16).
+ROUTES += [_binding_route(*entry) for entry in (*http_json.V10, *http_json.V03)]
