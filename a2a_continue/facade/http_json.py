@@ -154,7 +154,11 @@ def _nothing(request: Request, body: JSON) -> JSON:
 
 
 def _send_03(request: Request, body: JSON) -> JSON:
-    return rest03.send_params(body)
+    params = rest03.send_params(body)
+    message = params.get("message")
+    if isinstance(message, dict) and not message.get("parts"):  # named as this binding names it
+        raise m.bad_params("$.message.content", "is required (a non-empty list of parts)")
+    return params
 
 
 def _get_03(request: Request, body: JSON) -> JSON:
