@@ -16,7 +16,9 @@ from tests.support.fakes import StartFake, WeatherFake
 
 JSON = dict[str, Any]
 ROUTES = [(method, path) for method, path, *_ in (*http_json.V10, *http_json.V03)]
-PUSH_ROUTES = [(m, p, bd.method) for m, p, bd, *_ in (*http_json.V10, *http_json.V03) if "push" in p]
+PUSH_ROUTES = [
+    (m, p, bd.method) for m, p, bd, *_ in (*http_json.V10, *http_json.V03) if "push" in p
+]
 
 
 def _path(agent_id: str, template: str) -> str:
