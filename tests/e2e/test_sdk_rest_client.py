@@ -4,7 +4,6 @@ transport) works through the gateway as it would with the agent."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 from a2a.client.transports.rest import RestTransport
