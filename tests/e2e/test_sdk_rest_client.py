@@ -4,6 +4,7 @@ transport) works through the gateway as it would with the agent."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from a2a.client.transports.rest import RestTransport
@@ -34,6 +35,7 @@ from tests.support.waiting import eventually
 VERSIONS = [("1.0", "1.0"), ("1.0", "0.3"), ("0.3", "1.0"), ("0.3", "0.3")]
 REST = "HTTP+JSON"
 TRANSPORTS = {"1.0": RestTransport, "0.3": CompatRestTransport}
+JSON = dict[str, Any]
 
 
 def state_of(frame: StreamResponse) -> int | None:
@@ -198,3 +200,51 @@ async def test_rest_client_is_refused_a_follow_up_while_one_is_in_flight(
         held.release.set()
         assert (await in_flight).status == 200
     await eventually(lambda: held.follow_ups == 1)
+
+
+def record_of(task: JSON, events: list[JSON]) -> tuple[Any, ...]:
+    """What a flow leaves in the store, without what differs per task (ids, times)."""
+    kept = {k: task[k] for k in ("state", "owner", "teamId", "lastSeq", "statusMessage")}
+    if kept["statusMessage"] is not None:
+        kept["statusMessage"] = {
+            k: v
+            for k, v in kept["statusMessage"].items()
+            if k not in ("messageId", "taskId", "contextId")
+        }
+    artifacts = [a["parts"] for a in task["artifacts"]]
+    shaped = [
+        (e["seq"], e["type"], e["previousState"], e["newState"], e["actor"], sorted(e["data"]))
+        for e in events
+    ]
+    return kept, artifacts, shaped
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["send", "stream"])
+@pytest.mark.parametrize(("client_version", "agent_version"), VERSIONS)
+async def test_rest_flow_leaves_the_same_rows_and_events_as_the_json_rpc_flow(
+    client: Client,
+    gateway_url: str,
+    sdk: SdkAgent,
+    client_version: str,
+    agent_version: str,
+    streaming: bool,
+) -> None:
+    agent_id = await register(client, sdk.url, agent_version)
+    records = []
+    for binding in ("JSONRPC", REST):
+        async with sdk_client(
+            gateway_url, agent_id, version=client_version, streaming=streaming, binding=binding
+        ) as a2a:
+            [first, *_] = await send_all(a2a, user_message("weather?"))
+            task_id = first.task.id
+            await send_all(a2a, user_message("Paris", task_id))
+            [waiting, *_] = await send_all(a2a, user_message("weather?"))
+            await a2a.cancel_task(CancelTaskRequest(id=waiting.task.id))
+        for task_id in (first.task.id, waiting.task.id):
+            task = (await client.call("GET", f"/v1/a2a/{agent_id}/tasks/{task_id}")).json()
+            events = await client.call("GET", f"/v1/a2a/{agent_id}/tasks/{task_id}/events")
+            records.append((binding, record_of(task, events.json()["events"])))
+    over_rpc = [r for b, r in records if b == "JSONRPC"]
+    over_rest = [r for b, r in records if b == REST]
+    assert over_rpc == over_rest
+    assert [len(r[2]) for r in over_rest] == [2, 2]  # created + continued; created + canceled
