@@ -21,12 +21,12 @@ from starlette.responses import Response
 from a2a_continue.core.idempotency import REPLAYED, Replayed
 from a2a_continue.errors import PayloadTooLarge
 from a2a_continue.facade import http_errors, keys, rest03, rpc, streaming
+from a2a_continue.facade import http_requests as rq
 from a2a_continue.facade import methods as m
 from a2a_continue.facade.context import Call
-from a2a_continue.facade.errors import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, RpcError
+from a2a_continue.facade.errors import INVALID_REQUEST, RpcError
 from a2a_continue.facade.handlers import public_base
 from a2a_continue.http.handlers import agent_id_of, caller_of, gateway_of, read_body
-from a2a_continue.limits import MAX_JSON_DEPTH, TooDeep, check_depth, nul_path
 
 JSON = dict[str, Any]
 Reader = Callable[[Request, JSON], JSON]  # (request, its JSON body) → the method's params
@@ -40,142 +40,6 @@ class Binding:
     method: str
     read: Reader
     shape: Shaper | None = None  # None: the result as it is
-
-
-# ---- reading requests ---------------------------------------------------------------------
-
-
-def _decode(raw: bytes) -> JSON:
-    if not raw.strip():
-        return {}
-    try:
-        check_depth(raw)
-    except TooDeep:
-        raise RpcError(
-            INVALID_REQUEST, f"the body nests deeper than {MAX_JSON_DEPTH} levels"
-        ) from None
-    try:
-        body = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        raise RpcError(PARSE_ERROR, "the body is not valid JSON") from None
-    if not isinstance(body, dict):
-        raise RpcError(INVALID_REQUEST, "the body must be a JSON object")
-    where = nul_path(body, "$")
-    if where is not None:
-        raise RpcError(INVALID_PARAMS, f"{where} must not contain U+0000")
-    return body
-
-
-def _query_int(request: Request, *names: str) -> int | None:
-    for name in names:
-        raw = request.query_params.get(name)
-        if raw is None:
-            continue
-        try:
-            return int(raw)
-        except ValueError:
-            raise m.bad_params(f"$.query.{name}", "must be an integer") from None
-    return None
-
-
-def _query_bool(request: Request, name: str) -> bool | None:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return None
-    if raw.lower() not in ("true", "false", "1", "0"):
-        raise m.bad_params(f"$.query.{name}", "must be true or false")
-    return raw.lower() in ("true", "1")
-
-
-def _dropped(params: JSON) -> JSON:
-    return {k: v for k, v in params.items() if v is not None}
-
-
-def _task_id(request: Request) -> str:
-    task_id: str = request.path_params["task_id"]
-    return task_id
-
-
-def _config_id(request: Request) -> str:
-    config_id: str = request.path_params["config_id"]
-    return config_id
-
-
-def _send_10(request: Request, body: JSON) -> JSON:
-    return {k: v for k, v in body.items() if k != "tenant"}
-
-
-def _get_10(request: Request, body: JSON) -> JSON:
-    return _dropped(
-        {"id": _task_id(request), "historyLength": _query_int(request, "historyLength")}
-    )
-
-
-def _list_10(request: Request, body: JSON) -> JSON:
-    q = request.query_params
-    return _dropped(
-        {
-            "pageSize": _query_int(request, "pageSize"),
-            "pageToken": q.get("pageToken"),
-            "contextId": q.get("contextId"),
-            "status": q.get("status"),
-            "historyLength": _query_int(request, "historyLength"),
-            "includeArtifacts": _query_bool(request, "includeArtifacts"),
-            "statusTimestampAfter": q.get("statusTimestampAfter"),
-        }
-    )
-
-
-def _task_10(request: Request, body: JSON) -> JSON:
-    return _dropped({"id": _task_id(request), "metadata": body.get("metadata")})
-
-
-def _push_create_10(request: Request, body: JSON) -> JSON:
-    return {**_send_10(request, body), "taskId": _task_id(request)}
-
-
-def _push_one_10(request: Request, body: JSON) -> JSON:
-    return {"taskId": _task_id(request), "id": _config_id(request)}
-
-
-def _push_list_10(request: Request, body: JSON) -> JSON:
-    q = request.query_params
-    return _dropped(
-        {
-            "taskId": _task_id(request),
-            "pageSize": _query_int(request, "pageSize"),
-            "pageToken": q.get("pageToken"),
-        }
-    )
-
-
-def _nothing(request: Request, body: JSON) -> JSON:
-    return {}
-
-
-def _send_03(request: Request, body: JSON) -> JSON:
-    params = rest03.send_params(body)
-    message = params.get("message")
-    if isinstance(message, dict) and not message.get("parts"):  # named as this binding names it
-        raise m.bad_params("$.message.content", "is required (a non-empty list of parts)")
-    return params
-
-
-def _get_03(request: Request, body: JSON) -> JSON:
-    length = _query_int(request, "historyLength", "history_length")
-    return _dropped({"id": _task_id(request), "historyLength": length})
-
-
-def _task_03(request: Request, body: JSON) -> JSON:
-    return {"id": _task_id(request)}
-
-
-def _push_set_03(request: Request, body: JSON) -> JSON:
-    return {"taskId": _task_id(request), "pushNotificationConfig": rest03.push_config_in(body)}
-
-
-def _push_one_03(request: Request, body: JSON) -> JSON:
-    return {"id": _task_id(request), "pushNotificationConfigId": _config_id(request)}
 
 
 # ---- answering ----------------------------------------------------------------------------
@@ -206,7 +70,7 @@ async def _body_of(request: Request) -> JSON:
         raise RpcError(
             INVALID_REQUEST, error.detail, type=error.slug, status=error.status
         ) from None
-    return _decode(raw)
+    return rq.decode(raw)
 
 
 async def serve(request: Request, binding: Binding) -> Response:
@@ -264,69 +128,69 @@ def endpoint(binding: Binding, name: str, doc: str) -> Callable[[Request], Await
 
 # The routes: (HTTP method, path under the agent, binding, handler name, what it does).
 V10: list[tuple[str, str, Binding, str, str]] = [
-    ("POST", "/message:send", Binding("SendMessage", _send_10), "rest_send", "SendMessage."),
+    ("POST", "/message:send", Binding("SendMessage", rq.send_10), "rest_send", "SendMessage."),
     (
         "POST",
         "/message:stream",
-        Binding("SendStreamingMessage", _send_10),
+        Binding("SendStreamingMessage", rq.send_10),
         "rest_stream",
         "SendStreamingMessage, as server-sent events.",
     ),
     (
         "POST",
         "/tasks/{task_id}:cancel",
-        Binding("CancelTask", _task_10),
+        Binding("CancelTask", rq.task_10),
         "rest_cancel",
         "CancelTask.",
     ),
     (
         "GET",
         "/tasks/{task_id}:subscribe",
-        Binding("SubscribeToTask", _task_10),
+        Binding("SubscribeToTask", rq.task_10),
         "rest_subscribe",
         "SubscribeToTask, as server-sent events.",
     ),
     (
         "POST",
         "/tasks/{task_id}:subscribe",
-        Binding("SubscribeToTask", _task_10),
+        Binding("SubscribeToTask", rq.task_10),
         "rest_subscribe_post",
         "SubscribeToTask, as server-sent events.",
     ),
-    ("GET", "/tasks/{task_id}", Binding("GetTask", _get_10), "rest_get_task", "GetTask."),
-    ("GET", "/tasks", Binding("ListTasks", _list_10), "rest_list_tasks", "ListTasks."),
+    ("GET", "/tasks/{task_id}", Binding("GetTask", rq.get_10), "rest_get_task", "GetTask."),
+    ("GET", "/tasks", Binding("ListTasks", rq.list_10), "rest_list_tasks", "ListTasks."),
     (
         "POST",
         "/tasks/{task_id}/pushNotificationConfigs",
-        Binding("CreateTaskPushNotificationConfig", _push_create_10),
+        Binding("CreateTaskPushNotificationConfig", rq.push_create_10),
         "rest_create_push_config",
         "CreateTaskPushNotificationConfig.",
     ),
     (
         "GET",
         "/tasks/{task_id}/pushNotificationConfigs",
-        Binding("ListTaskPushNotificationConfigs", _push_list_10),
+        Binding("ListTaskPushNotificationConfigs", rq.push_list_10),
         "rest_list_push_configs",
         "ListTaskPushNotificationConfigs.",
     ),
     (
         "GET",
         "/tasks/{task_id}/pushNotificationConfigs/{config_id}",
-        Binding("GetTaskPushNotificationConfig", _push_one_10),
+        Binding("GetTaskPushNotificationConfig", rq.push_one_10),
         "rest_get_push_config",
         "GetTaskPushNotificationConfig.",
     ),
     (
         "DELETE",
         "/tasks/{task_id}/pushNotificationConfigs/{config_id}",
-        Binding("DeleteTaskPushNotificationConfig", _push_one_10),
+        Binding("DeleteTaskPushNotificationConfig", rq.push_one_10),
         "rest_delete_push_config",
         "DeleteTaskPushNotificationConfig.",
     ),
     (
         "GET",
         "/extendedAgentCard",
-        Binding("GetExtendedAgentCard", _nothing),
+        Binding("GetExtendedAgentCard", rq.nothing),
         "rest_extended_card",
         "GetExtendedAgentCard.",
     ),
@@ -336,77 +200,77 @@ V03: list[tuple[str, str, Binding, str, str]] = [
     (
         "POST",
         "/v1/message:send",
-        Binding("message/send", _send_03, rest03.result_out),
+        Binding("message/send", rq.send_03, rest03.result_out),
         "rest03_send",
         "message/send.",
     ),
     (
         "POST",
         "/v1/message:stream",
-        Binding("message/stream", _send_03),
+        Binding("message/stream", rq.send_03),
         "rest03_stream",
         "message/stream, as server-sent events.",
     ),
     (
         "POST",
         "/v1/tasks/{task_id}:cancel",
-        Binding("tasks/cancel", _task_03, rest03.task_out),
+        Binding("tasks/cancel", rq.task_03, rest03.task_out),
         "rest03_cancel",
         "tasks/cancel.",
     ),
     (
         "GET",
         "/v1/tasks/{task_id}:subscribe",
-        Binding("tasks/resubscribe", _task_03),
+        Binding("tasks/resubscribe", rq.task_03),
         "rest03_subscribe",
         "tasks/resubscribe, as server-sent events.",
     ),
     (
         "POST",
         "/v1/tasks/{task_id}:subscribe",
-        Binding("tasks/resubscribe", _task_03),
+        Binding("tasks/resubscribe", rq.task_03),
         "rest03_subscribe_post",
         "tasks/resubscribe, as server-sent events.",
     ),
     (
         "GET",
         "/v1/tasks/{task_id}",
-        Binding("tasks/get", _get_03, rest03.task_out),
+        Binding("tasks/get", rq.get_03, rest03.task_out),
         "rest03_get_task",
         "tasks/get.",
     ),
     (
         "POST",
         "/v1/tasks/{task_id}/pushNotificationConfigs",
-        Binding("tasks/pushNotificationConfig/set", _push_set_03),
+        Binding("tasks/pushNotificationConfig/set", rq.push_set_03),
         "rest03_set_push_config",
         "tasks/pushNotificationConfig/set.",
     ),
     (
         "GET",
         "/v1/tasks/{task_id}/pushNotificationConfigs",
-        Binding("tasks/pushNotificationConfig/list", _task_03),
+        Binding("tasks/pushNotificationConfig/list", rq.task_03),
         "rest03_list_push_configs",
         "tasks/pushNotificationConfig/list.",
     ),
     (
         "GET",
         "/v1/tasks/{task_id}/pushNotificationConfigs/{config_id}",
-        Binding("tasks/pushNotificationConfig/get", _push_one_03),
+        Binding("tasks/pushNotificationConfig/get", rq.push_one_03),
         "rest03_get_push_config",
         "tasks/pushNotificationConfig/get.",
     ),
     (
         "DELETE",
         "/v1/tasks/{task_id}/pushNotificationConfigs/{config_id}",
-        Binding("tasks/pushNotificationConfig/delete", _push_one_03),
+        Binding("tasks/pushNotificationConfig/delete", rq.push_one_03),
         "rest03_delete_push_config",
         "tasks/pushNotificationConfig/delete.",
     ),
     (
         "GET",
         "/v1/card",
-        Binding("agent/getAuthenticatedExtendedCard", _nothing),
+        Binding("agent/getAuthenticatedExtendedCard", rq.nothing),
         "rest03_card",
         "agent/getAuthenticatedExtendedCard.",
     ),

@@ -58,12 +58,37 @@ ROUTES = [
 _STREAMED = "the method's frames in the binding's shape; an error ends the stream as `event: error`"
 
 
+def _message_10(message_id: str) -> JSON:
+    message = {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": QUESTION}]}
+    return {"message": message}
+
+
+def _message_03(message_id: str) -> JSON:
+    message = {"messageId": message_id, "role": "ROLE_USER", "content": [{"text": QUESTION}]}
+    return {"message": message}
+
+
+# The documented body of each binding route that reads one: (schema, example, optional).
+_SEND_10: JSON = {"type": "object", "description": "a SendMessageRequest (A2A 1.0 JSON)"}
+_SEND_03: JSON = {"type": "object", "description": "a SendMessageRequest (A2A 0.3 protobuf JSON)"}
+_CANCEL: JSON = {"type": "object", "description": "empty, or `metadata`"}
+_BODIES: dict[str, tuple[JSON, JSON, bool]] = {
+    "SendMessage": (_SEND_10, _message_10("example-rest-1"), False),
+    "SendStreamingMessage": (_SEND_10, _message_10("example-rest-2"), False),
+    "message/send": (_SEND_03, _message_03("example-rest03-1"), False),
+    "message/stream": (_SEND_03, _message_03("example-rest03-2"), False),
+    "CancelTask": (_CANCEL, {}, True),
+    "tasks/cancel": (_CANCEL, {}, True),
+}
+
+
 def _binding_route(
     method: str, path: str, binding: http_json.Binding, name: str, doc: str
 ) -> ApiRoute:
     spec = rpc.METHODS[binding.method]
     streams = spec.frames is not None
     summary = f"A2A {spec.version} HTTP+JSON: {doc}"
+    body, example, optional = _BODIES.get(binding.method, (None, None, False))
     return ApiRoute(
         method,
         FACADE + path,
@@ -71,8 +96,9 @@ def _binding_route(
         spec.permission,
         Operation(
             summary,
-            body={"type": "object"} if method == "POST" else None,
-            body_optional=method == "POST" and "message:" not in path,
+            body=body,
+            body_optional=optional,
+            example=example,
             answer="the A2A answer in the binding's JSON; errors as the binding defines them"
             " (1.0: a google.rpc.Status JSON; 0.3: code, type, message, data)",
             problems=(404,),
