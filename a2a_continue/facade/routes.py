@@ -103,8 +103,6 @@ def _binding_route(
             " (1.0: a google.rpc.Status JSON; 0.3: code, type, message, data)",
             problems=(404,),
             sse=_STREAMED if streams else None,
-            idempotent=binding.method
-            in ("SendMessage", "message/send", "CancelTask", "tasks/cancel"),
         ),
     )
 
