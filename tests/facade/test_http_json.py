@@ -175,3 +175,34 @@ async def test_a_0_3_send_in_snake_case_is_read_as_the_protobuf_json_allows(
     [sent] = agent.received
     assert sent["params"]["message"]["parts"] == [{"kind": "text", "text": "weather?"}]
     assert sent["params"]["configuration"]["acceptedOutputModes"] == ["text/plain"]
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_a_retried_send_is_answered_from_the_kept_answer(
+    client: Client, fake_agent: StartFake, version: str
+) -> None:
+    agent = await fake_agent(WeatherFake(version))
+    agent_id = await register(client, agent.url, version)
+    message = b.message(b.REST, version, "weather?")
+    first = await b.send(client, agent_id, b.REST, version, message)
+    again = await b.send(client, agent_id, b.REST, version, message)
+    assert (first.status, again.status) == (200, 200)
+    assert again.json() == first.json()
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert len(agent.received) == 1
+
+
+async def test_a_retried_cancel_with_its_key_cancels_once(
+    client: Client, fake_agent: StartFake
+) -> None:
+    agent = await fake_agent(WeatherFake("1.0"))
+    agent_id = await register(client, agent.url, "1.0")
+    sent = await b.send(client, agent_id, b.REST, "1.0", b.message(b.REST, "1.0", "weather?"))
+    task_id = b.result(sent, b.REST, "1.0")["task"]["id"]
+    path = f"/a2a/{agent_id}/tasks/{task_id}:cancel"
+    key = {"Idempotency-Key": "cancel-once"}
+    first = await client.call("POST", path, {}, headers=key)
+    again = await client.call("POST", path, {}, headers=key)
+    assert first.json()["status"]["state"] == "TASK_STATE_CANCELED"
+    assert (again.json(), again.headers["Idempotent-Replayed"]) == (first.json(), "true")
+    assert [r["method"] for r in agent.received] == ["SendMessage", "CancelTask"]
