@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.client import Client, register, token
 from tests.support.facade_clients import card_base
+from tests.support.fakes import HeldAgent, StartFake
 from tests.support.sdk_agent import SdkAgent
 
 JS = Path(__file__).parent.parent / "support" / "js"
@@ -21,8 +22,9 @@ VERSIONS = [("1.0", "1.0"), ("1.0", "0.3"), ("0.3", "1.0"), ("0.3", "0.3")]
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 
-async def run_flow(base: str, bearer: str, version: str) -> Any:
-    """Run the JS client's flow against one agent at the gateway; return what it saw."""
+async def run_flow(base: str, bearer: str, version: str, *step: str) -> Any:
+    """Run the JS client's flow against one agent at the gateway (or only ``step``: a call
+    and its task id); return what it saw."""
     assert (JS / "node_modules" / "@a2a-js" / "sdk").is_dir(), "run `make js-clients` first"
     node = await asyncio.create_subprocess_exec(
         "node",
@@ -30,6 +32,7 @@ async def run_flow(base: str, bearer: str, version: str) -> Any:
         base,
         bearer,
         version,
+        *step,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         cwd=JS,
@@ -69,3 +72,41 @@ async def test_js_rest_client_works_through_the_gateway(
         ("task_created", "input-required"),
         ("task_continued", "completed"),
     ]
+
+
+@pytest.mark.parametrize("client_version", ["1.0", "0.3"])
+async def test_js_rest_client_cannot_see_another_callers_task(
+    client: Client, gateway_url: str, sdk: SdkAgent, client_version: str
+) -> None:
+    agent_id = await register(client, sdk.url, "1.0", visibility="public")
+    started = await client.call("POST", f"/v1/a2a/{agent_id}/messages", {"text": "weather?"})
+    task_id = started.json()["result"]["task"]["id"]
+    bob = token("bob@example.com")
+    base = card_base(gateway_url, agent_id)
+    for step in ("get", "follow-up"):
+        seen = await run_flow(base, bob, client_version, step, task_id)
+        assert seen["refusal"] == "TaskNotFoundError", step
+
+
+@pytest.mark.parametrize("client_version", ["1.0", "0.3"])
+async def test_js_rest_client_is_refused_a_follow_up_while_one_is_in_flight(
+    client: Client, gateway_url: str, fake_agent: StartFake, client_version: str
+) -> None:
+    held = HeldAgent()
+    agent = await fake_agent(held)
+    agent_id = await register(client, agent.url, "1.0")
+    started = await client.call("POST", f"/v1/a2a/{agent_id}/messages", {"text": "weather?"})
+    task_id = started.json()["result"]["task"]["id"]
+    path = f"/v1/a2a/{agent_id}/tasks/{task_id}/messages"
+    in_flight = asyncio.create_task(client.call("POST", path, {"text": "Paris"}))
+    await asyncio.wait_for(held.arrived.wait(), 10)
+    seen = await run_flow(
+        card_base(gateway_url, agent_id), token(), client_version, "follow-up", task_id
+    )
+    held.release.set()
+    assert (await in_flight).status == 200
+    # A busy task is an internal error with type task-busy (HTTP 409): the JS client has no
+    # error class of its own for it, its message says why.
+    assert seen["refusal"] not in ("accepted", "TaskNotFoundError")
+    assert "another follow-up to this task is in flight" in seen["message"]
+    assert held.follow_ups == 1

@@ -155,3 +155,16 @@ async def test_extended_card_is_asked_of_the_agent_with_its_credentials_and_rewr
     else:
         assert card["url"] == endpoint
         assert card["securitySchemes"]["bearer"]["type"] == "http"
+
+
+@ALL
+async def test_without_a_token_a_send_is_401_whether_the_agent_exists_or_not(
+    client: Client, binding: str, version: str
+) -> None:
+    public = await register(client, "http://127.0.0.1:9/", version, visibility="public")
+    private = await register(client, "http://127.0.0.1:9/", version)
+    anonymous = client.as_(None)  # type: ignore[arg-type]
+    for agent_id in (public, private, str(uuid.uuid4())):
+        r = await b.send(anonymous, agent_id, binding, version, b.message(binding, version, "hi"))
+        assert (r.status, r.headers["Content-Type"]) == (401, "application/problem+json")
+        assert agent_id not in r.raw.decode()

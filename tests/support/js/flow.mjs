@@ -1,6 +1,8 @@
 // The official A2A JavaScript client on its REST (HTTP+JSON) transport, through the gateway.
-// Usage: node flow.mjs <agent base URL> <bearer token> <protocol version 1.0|0.3>
+// Usage: node flow.mjs <agent base URL> <bearer token> <protocol version 1.0|0.3> [step task]
 // Prints one JSON object: what each step saw (states as A2A names them, errors by kind).
+// With a step ("follow-up" or "get") and a task id, only that call is made and its refusal
+// (or "accepted") printed.
 import {
   ClientFactory,
   ClientFactoryOptions,
@@ -10,7 +12,7 @@ import {
 import { SendMessageRequest, TaskState, taskStateToJSON } from "@a2a-js/sdk";
 import { randomUUID } from "node:crypto";
 
-const [base, bearer, version] = process.argv.slice(2);
+const [base, bearer, version, step, stepTask] = process.argv.slice(2);
 const authed = (input, init = {}) => {
   const headers = new Headers(init.headers || {});
   headers.set("Authorization", `Bearer ${bearer}`);
@@ -56,6 +58,22 @@ const frameState = (frame) => {
   }
   return $case;
 };
+
+if (step) {
+  const call =
+    step === "get"
+      ? () => client.getTask({ id: stepTask, historyLength: 0 })
+      : () => client.sendMessage(send("Rome", stepTask));
+  let message = null;
+  const name = await refusal(() =>
+    call().catch((error) => {
+      message = error.message;
+      throw error;
+    }),
+  );
+  console.log(JSON.stringify({ refusal: name, message }));
+  process.exit(0);
+}
 
 const out = { binding: client.transport?.protocolName ?? null, protocol: client.protocolVersion };
 
