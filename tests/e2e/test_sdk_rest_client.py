@@ -29,7 +29,7 @@ from a2a.utils.errors import (
 from tests.support.client import Client, register, token
 from tests.support.facade_clients import sdk_client, send_all, user_message
 from tests.support.fakes import HeldAgent, StartFake
-from tests.support.sdk_agent import SdkAgent
+from tests.support.sdk_agent import SdkAgent, run_sdk_agent
 from tests.support.waiting import eventually
 
 VERSIONS = [("1.0", "1.0"), ("1.0", "0.3"), ("0.3", "1.0"), ("0.3", "0.3")]
@@ -248,3 +248,19 @@ async def test_rest_flow_leaves_the_same_rows_and_events_as_the_json_rpc_flow(
     over_rest = [r for b, r in records if b == REST]
     assert over_rpc == over_rest
     assert [len(r[2]) for r in over_rest] == [2, 2]  # created + continued; created + canceled
+
+
+@pytest.mark.parametrize("client_version", ["1.0", "0.3"])
+@pytest.mark.parametrize("card_version", ["1.0", "0.3"])
+async def test_rest_client_works_through_an_agent_registered_from_its_card(
+    client: Client, gateway_url: str, client_version: str, card_version: str
+) -> None:
+    async with run_sdk_agent(card=card_version) as agent:
+        r = await client.call("POST", "/v1/a2a/agents", {"cardUrl": agent.url})
+        assert r.status == 201, r.raw
+        agent_id = r.json()["id"]
+        async with sdk_client(gateway_url, agent_id, version=client_version, binding=REST) as a2a:
+            [first] = await send_all(a2a, user_message("weather?"))
+            [second] = await send_all(a2a, user_message("Paris", first.task.id))
+    assert second.task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert second.task.artifacts[0].parts[0].text == "Sunny in Paris"
