@@ -134,9 +134,8 @@ def facade_card(source: JSON | None, name: str, url: str, version: str | None = 
     if version == "1.0":
         for member in _V03_ONLY:
             card.pop(member, None)
-    else:
-        if extended:
-            card["supportsAuthenticatedExtendedCard"] = True
+    elif extended:
+        card["supportsAuthenticatedExtendedCard"] = True
     if version == "0.3":
         for member in _V10_ONLY:
             card.pop(member, None)
