@@ -96,7 +96,8 @@ def check_message(message: JSON) -> None:
     message_id = message.get("messageId")
     if not isinstance(message_id, str) or not message_id:
         raise bad_params(f"{loc}.messageId", "is required (a non-empty string)")
-    if message.get("role") not in _ROLES:
+    role = message.get("role")
+    if not isinstance(role, str) or role not in _ROLES:
         raise bad_params(f"{loc}.role", "is required: ROLE_USER (1.0) or user (0.3)")
     parts = message.get("parts")
     if not isinstance(parts, list) or not parts:

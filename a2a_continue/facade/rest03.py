@@ -209,6 +209,6 @@ def result_out(result: Any) -> Any:
         return {"task": task_out(result)}
     if kind == "message":
         return {"message": message_out(result)}
-    if kind in _WRAPPERS:
+    if isinstance(kind, str) and kind in _WRAPPERS:
         return {_WRAPPERS[kind]: _event_out(result)}
     return result

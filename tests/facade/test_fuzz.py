@@ -223,7 +223,7 @@ async def test_no_http_json_request_gets_an_unexpected_error_and_refusals_write_
             assert bridge.run(counts(db)) == before and len(fake.received) == sent
             return
         assert answer.headers["Content-Type"].startswith("application/json"), answer.raw
-        code = reply["code"] if "/v1/" in path else reply["error"]["code"]
+        code = reply["code"] if path.startswith("/v1/") else reply["error"]["code"]
         assert code in (-32001, -32002, -32004, -32602, -32600, -32700, 400, 404), answer.raw
         agent_refused = code in ANSWERED_BY_AGENT or (
             "error" in reply and reply["error"]["details"][0]["reason"] == "TASK_NOT_CANCELABLE"
