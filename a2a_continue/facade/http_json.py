@@ -45,6 +45,11 @@ class Binding:
 # ---- answering ----------------------------------------------------------------------------
 
 
+def _object(result: Any) -> Any:
+    """A method that answers nothing (a delete) answers ``{}`` over HTTP+JSON."""
+    return {} if result is None else result
+
+
 def _json(body: Any) -> Response:
     return Response(msgspec.json.encode(body), media_type="application/json")
 
@@ -183,7 +188,7 @@ V10: list[tuple[str, str, Binding, str, str]] = [
     (
         "DELETE",
         "/tasks/{task_id}/pushNotificationConfigs/{config_id}",
-        Binding("DeleteTaskPushNotificationConfig", rq.push_one_10),
+        Binding("DeleteTaskPushNotificationConfig", rq.push_one_10, _object),
         "rest_delete_push_config",
         "DeleteTaskPushNotificationConfig.",
     ),
@@ -263,7 +268,7 @@ V03: list[tuple[str, str, Binding, str, str]] = [
     (
         "DELETE",
         "/v1/tasks/{task_id}/pushNotificationConfigs/{config_id}",
-        Binding("tasks/pushNotificationConfig/delete", rq.push_one_03),
+        Binding("tasks/pushNotificationConfig/delete", rq.push_one_03, _object),
         "rest03_delete_push_config",
         "tasks/pushNotificationConfig/delete.",
     ),
