@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install run test lint demo bench walkthrough compose-smoke clean test-browser
+.PHONY: install run test lint demo bench walkthrough compose-smoke clean test-browser js-clients
 
 $(RUN_STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -22,7 +22,7 @@ install: $(RUN_STAMP)
 run: $(RUN_STAMP)
 	$(VENV)/bin/a2a-continue serve
 
-test: $(DEV_STAMP)
+test: $(DEV_STAMP) js-clients
 	$(PY) -m pytest
 
 lint: $(DEV_STAMP)
@@ -48,3 +48,15 @@ clean:
 # The console in Debian's chromium (apt-get install chromium chromium-driver), headless.
 test-browser: $(DEV_STAMP)
 	$(PY) -m pytest -m browser tests/browser
+
+# The official JavaScript A2A client, for the façade's tests only (from the npm registry, as
+# the lock file pins it); without node those tests are skipped.
+JS_DIR := tests/support/js
+JS_STAMP := $(JS_DIR)/node_modules/.installed
+
+$(JS_STAMP): $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		cd $(JS_DIR) && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed; \
+	else echo "npm is absent: the JavaScript client tests will be skipped"; fi
+
+js-clients: $(JS_STAMP)

@@ -33,6 +33,11 @@ class Caller(msgspec.Struct, frozen=True, kw_only=True):
         return self.sub, list(self.teams), self.is_admin
 
 
+# The caller of a request without a token on a route open to one (an agent's façade card):
+# no permission, no team, and a `sub` no token can carry, so it sees public agents only.
+ANONYMOUS = Caller(sub="")
+
+
 def mint_token(
     secret: str,
     sub: str,
@@ -67,6 +72,11 @@ def bearer_token(scope: Scope) -> str:
     if kind.lower() != "bearer" or not token.strip():
         raise Unauthorized("the Authorization header must be 'Bearer <token>'")
     return token.strip()
+
+
+def has_authorization(scope: Scope) -> bool:
+    """Tell whether the request carries an Authorization header (valid or not)."""
+    return any(name == b"authorization" for name, _ in scope["headers"])
 
 
 class TokenSource(Protocol):

@@ -21,3 +21,5 @@ class Call:
     # The key a retried send is recognised by (Idempotency-Key header, else the client's
     # messageId, as SPEC §10 allows); the idempotency layer reads it here.
     idempotency_key: str | None = None
+    # The gateway's base URL as the client reaches it (the cards the façade serves name it).
+    base_url: str = ""

@@ -9,7 +9,7 @@ from a2a_continue.errors import PayloadTooLarge
 from a2a_continue.facade import keys, rpc
 from a2a_continue.facade.card import card_for
 from a2a_continue.facade.context import Call
-from a2a_continue.facade.errors import INVALID_REQUEST
+from a2a_continue.facade.errors import INVALID_REQUEST, RpcError
 from a2a_continue.http.handlers import agent_id_of, caller_of, gateway_of, json_response, read_body
 
 
@@ -19,10 +19,19 @@ def public_base(request: Request) -> str:
     return configured.rstrip("/") if configured else str(request.base_url).rstrip("/")
 
 
+def card_version(request: Request) -> str | None:
+    """The version whose card the client asks for (A2A-Version); None: the card both read."""
+    try:
+        return rpc.asked_version(request)
+    except RpcError:
+        return None
+
+
 async def agent_card(request: Request) -> Response:
-    """Serve the agent's card, pointed at the gateway."""
+    """Serve the agent's card, pointed at the gateway (a public agent's needs no token)."""
+    base, version = public_base(request), card_version(request)
     async with gateway_of(request).connection() as conn:
-        card = await card_for(conn, caller_of(request), agent_id_of(request), public_base(request))
+        card = await card_for(conn, caller_of(request), agent_id_of(request), base, version)
     return json_response(card)
 
 
@@ -52,6 +61,7 @@ async def agent_rpc(request: Request) -> Response:
         version=spec.version,
         method=parsed.method,
         idempotency_key=idempotency_key(request, parsed),
+        base_url=public_base(request),
     )
     rpc.check_permission(call, spec)
     return await rpc.dispatch(call, spec, parsed)

@@ -86,9 +86,29 @@ def _return_immediately(config: JSON) -> bool | None:
     return None
 
 
+_ROLES = frozenset({"user", "agent", "ROLE_USER", "ROLE_AGENT"})
+
+
+def check_message(message: JSON) -> None:
+    """A message as A2A defines it: `messageId`, `role` and non-empty `parts` required (the
+    gateway then replaces the messageId, but a client must still send one)."""
+    loc = "$.params.message"
+    message_id = message.get("messageId")
+    if not isinstance(message_id, str) or not message_id:
+        raise bad_params(f"{loc}.messageId", "is required (a non-empty string)")
+    role = message.get("role")
+    if not isinstance(role, str) or role not in _ROLES:
+        raise bad_params(f"{loc}.role", "is required: ROLE_USER (1.0) or user (0.3)")
+    parts = message.get("parts")
+    if not isinstance(parts, list) or not parts:
+        raise bad_params(f"{loc}.parts", "is required (a non-empty list of parts)")
+
+
 def send_body(params: JSON) -> StartBody:
     """Read a send's params (either version) as the body of a REST start or follow-up."""
     message = _object(params, "message", required=True)
+    assert message is not None
+    check_message(message)
     config = _object(params, "configuration") or {}
     body: JSON = {"message": message}
     gateway_config = {
@@ -210,6 +230,7 @@ def _page_size(params: JSON) -> int:
 
 
 def _list_query(params: JSON) -> dict[str, str]:
+    _history_length(params, "$.params")  # the listed tasks carry no history; a bad one is refused
     if params.get("statusTimestampAfter") is not None:
         raise bad_params("$.params.statusTimestampAfter", "is not supported by this gateway")
     query = {"limit": str(_page_size(params))}

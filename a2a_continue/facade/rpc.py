@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from a2a_continue.facade.errors import (
     RpcError,
     from_app_error,
 )
+from a2a_continue.facade.extended import extended_card
 from a2a_continue.limits import MAX_JSON_DEPTH, TooDeep, check_depth, nul_path
 from a2a_continue.runtime.db import as_unavailable
 
@@ -83,6 +85,8 @@ METHODS: dict[str, MethodSpec] = {
     "tasks/get": MethodSpec("0.3", READ, run=m.get),
     "ListTasks": MethodSpec("1.0", READ, run=m.list_),
     "CancelTask": MethodSpec("1.0", INVOKE, run=m.cancel),
+    "GetExtendedAgentCard": MethodSpec("1.0", READ, run=extended_card),
+    "agent/getAuthenticatedExtendedCard": MethodSpec("0.3", READ, run=extended_card),
     "tasks/cancel": MethodSpec("0.3", INVOKE, run=m.cancel),
     **{
         name: MethodSpec(version, READ, run=m.push_not_supported)
@@ -186,18 +190,22 @@ def resolve(request: Request, parsed: RpcRequest) -> MethodSpec:
     return spec
 
 
-def _failure(call: Call, parsed: RpcRequest, exc: Exception) -> Response:
+def error_object(call: Call, exc: Exception) -> dict[str, Any]:
+    """The JSON-RPC ``error`` a method's exception stands for, in the client's version."""
     exc = as_unavailable(exc) or exc
     if isinstance(exc, RpcError):
-        return rpc_response(parsed.rpc_id, error=exc.render(call.version))
+        return exc.render(call.version)
     if isinstance(exc, m.AgentRpcError):
-        return rpc_response(parsed.rpc_id, error=exc.error)
+        return exc.error
     if isinstance(exc, AppError):
-        rendered = from_app_error(exc, parsed.method, call.version).render(call.version)
-        return rpc_response(parsed.rpc_id, error=rendered)
-    log.error("unexpected error in %s on agent %s", parsed.method, call.agent_id, exc_info=exc)
+        return from_app_error(exc, call.method, call.version).render(call.version)
+    log.error("unexpected error in %s on agent %s", call.method, call.agent_id, exc_info=exc)
     bug = RpcError(INTERNAL_ERROR, "an unexpected error occurred; it has been logged")
-    return rpc_response(parsed.rpc_id, error=bug.render(call.version))
+    return bug.render(call.version)
+
+
+def _failure(call: Call, parsed: RpcRequest, exc: Exception) -> Response:
+    return rpc_response(parsed.rpc_id, error=error_object(call, exc))
 
 
 async def dispatch(call: Call, spec: MethodSpec, parsed: RpcRequest) -> Response:
@@ -227,13 +235,28 @@ def _replay(call: Call, parsed: RpcRequest, kept: Response) -> Response:
 
 
 async def _open_stream(call: Call, spec: MethodSpec, parsed: RpcRequest) -> Response:
-    """Answer a stream once its first frame is there; a refusal before it is plain JSON."""
+    def refuse(error: dict[str, Any]) -> Response:
+        return rpc_response(parsed.rpc_id, error=error)
+
+    return await open_stream(
+        call, spec, parsed.params, streaming.rpc_envelope(parsed.rpc_id), refuse
+    )
+
+
+async def open_stream(
+    call: Call,
+    spec: MethodSpec,
+    params: dict[str, Any],
+    envelope: streaming.Envelope,
+    refuse: Callable[[dict[str, Any]], Response],
+) -> Response:
+    """Answer a stream once its first frame is there; a refusal before it is ``refuse``d."""
     assert spec.frames is not None
     try:
         opened = call.gw.open_streams.take()
     except AppError as exc:
-        return _failure(call, parsed, exc)
-    frames = spec.frames(call, parsed.params)
+        return refuse(error_object(call, exc))
+    frames = spec.frames(call, params)
     try:
         first = await anext(frames)
     except StopAsyncIteration:
@@ -243,12 +266,12 @@ async def _open_stream(call: Call, spec: MethodSpec, parsed: RpcRequest) -> Resp
     except Exception as exc:
         opened.release()
         await frames.aclose()
-        return _failure(call, parsed, exc)
+        return refuse(error_object(call, exc))
     if isinstance(first, streaming.ErrorFrame):
         opened.release()
         await frames.aclose()
-        return rpc_response(parsed.rpc_id, error=first.error)
-    return streaming.stream_response(call, parsed.rpc_id, spec.final_states, first, frames, opened)
+        return refuse(first.error)
+    return streaming.stream_response(call, envelope, spec.final_states, first, frames, opened)
 
 
 def check_permission(call: Call, spec: MethodSpec) -> None:

@@ -8,7 +8,7 @@ grows (§8.3). Either way the client reads JSON-RPC responses carrying its own i
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,48 +199,57 @@ async def subscribe_frames(call: Call, params: m.JSON) -> AsyncGenerator[Item]:
 # ---- the response -------------------------------------------------------------------------
 
 
-def _event(rpc_id: Any, *, result: Any = None, error: Any = None) -> ServerSentEvent:
-    body: dict[str, Any] = {"jsonrpc": "2.0", "id": rpc_id}
-    if error is not None:
-        body["error"] = error
-    else:
-        body["result"] = result
-    return ServerSentEvent(data=msgspec.json.encode(body).decode())
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """How one binding carries stream frames: a result, and the error that ends the stream."""
+
+    result: Callable[[Any], ServerSentEvent]
+    error: Callable[[dict[str, Any]], ServerSentEvent]
+
+
+def rpc_envelope(rpc_id: Any) -> Envelope:
+    """JSON-RPC: each frame a JSON-RPC response carrying the client's id."""
+
+    def event(key: str, value: Any) -> ServerSentEvent:
+        body = {"jsonrpc": "2.0", "id": rpc_id, key: value}
+        return ServerSentEvent(data=msgspec.json.encode(body).decode())
+
+    return Envelope(lambda result: event("result", result), lambda error: event("error", error))
 
 
 async def _relay(
-    call: Call, rpc_id: Any, frames: ClientFrames, first: Item, rest: AsyncGenerator[Item]
+    call: Call, envelope: Envelope, frames: ClientFrames, first: Item, rest: AsyncGenerator[Item]
 ) -> AsyncIterator[ServerSentEvent]:
     try:
         item = first
         while True:
             if isinstance(item, ErrorFrame):
-                yield _event(rpc_id, error=item.error)
+                yield envelope.error(item.error)
                 return
             shaped = frames.shape(item)
             if shaped is not None:
-                yield _event(rpc_id, result=shaped)
+                yield envelope.result(shaped)
             item = await anext(rest)
     except StopAsyncIteration:
         return
     except m.AgentRpcError as error:
-        yield _event(rpc_id, error=error.error)
+        yield envelope.error(error.error)
     except AppError as error:
         rendered = from_app_error(error, call.method, call.version)
-        yield _event(rpc_id, error=rendered.render(call.version))
+        yield envelope.error(rendered.render(call.version))
     except RpcError as error:
-        yield _event(rpc_id, error=error.render(call.version))
+        yield envelope.error(error.render(call.version))
     except Exception:
         log.exception("unexpected error in the %s stream of agent %s", call.method, call.agent_id)
         bug = RpcError(INTERNAL_ERROR, "an unexpected error occurred; it has been logged")
-        yield _event(rpc_id, error=bug.render(call.version))
+        yield envelope.error(bug.render(call.version))
     finally:
         await rest.aclose()
 
 
 def stream_response(
     call: Call,
-    rpc_id: Any,
+    envelope: Envelope,
     final_states: frozenset[str],
     first: Item,
     rest: AsyncGenerator[Item],
@@ -248,4 +257,4 @@ def stream_response(
 ) -> StreamResponse:
     """Answer 200 text/event-stream: the first frame, then the rest as they come."""
     frames = ClientFrames(call.version, final_states)
-    return StreamResponse(_relay(call, rpc_id, frames, first, rest), opened, call.gw)
+    return StreamResponse(_relay(call, envelope, frames, first, rest), opened, call.gw)

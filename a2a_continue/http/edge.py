@@ -68,6 +68,7 @@ class Entry:
     methods: frozenset[str]
     endpoint: Handler | None  # a plain async function of a request; else `route` is ASGI
     loose: re.Pattern[str] | None  # the template with any one segment for each parameter
+    anonymous: bool = False  # runs without a token for callers.ANONYMOUS (ApiRoute.anonymous)
 
     @classmethod
     def of(cls, given: ApiRoute | BaseRoute) -> Entry:
@@ -96,6 +97,7 @@ class Entry:
             frozenset(route.methods or ()),
             endpoint,
             _loose(route.path),
+            isinstance(given, ApiRoute) and given.anonymous,
         )
 
     def match(self, scope: Scope) -> tuple[bool, dict[str, Any]] | None:
@@ -247,6 +249,8 @@ class Edge:
             raise error
         if entry.permission == PUBLIC:
             return None
+        if entry.anonymous and not auth.has_authorization(scope):
+            return auth.ANONYMOUS
         caller = await self.tokens.caller(auth.bearer_token(scope))
         method = "GET" if scope["method"] == "HEAD" else scope["method"]
         check_permission(caller, entry.permission, method, entry.path)
@@ -325,6 +329,8 @@ class Edge:
                 info.sub = caller.sub
                 scope.setdefault("state", {})["caller"] = caller
             if misfit is not None:
+                if caller is auth.ANONYMOUS:  # no agent can have that id: not a public one
+                    auth.bearer_token(scope)  # raises the 401 of a request without a token
                 raise no_such(*misfit, entry.convertors[misfit[0]])
             scope["path_params"] = params
             if "agent_id" in params:

@@ -147,6 +147,8 @@ def _operation(route: ApiRoute, ref: dict[type, JSON], problems: dict[int, list[
     public = route.permission == PUBLIC
     doc = (route.handler.__doc__ or "").strip()
     needs = "No token needed." if public else f"Needs permission `{route.permission}`."
+    if route.anonymous:
+        needs += " Without a token it answers for public agents only (401 for any other)."
     result: JSON = {
         "operationId": route.handler.__name__,
         "summary": op.summary,

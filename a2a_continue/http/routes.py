@@ -65,6 +65,9 @@ class ApiRoute:
     handler: Handler
     permission: str
     operation: Operation
+    # Without a token the handler runs for ``callers.ANONYMOUS`` (who sees public agents
+    # only) instead of the edge answering 401; with one, ``permission`` applies as usual.
+    anonymous: bool = False
 
 
 def check_permission(caller: Caller, permission: str | None, method: str, path: str) -> None:

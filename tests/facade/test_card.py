@@ -62,7 +62,9 @@ async def test_card_of_an_agent_without_one_is_synthesized_from_its_registration
     assert card["name"] == "weather"
     assert card["supportedInterfaces"] == [
         {"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": endpoint, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
         {"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+        {"url": endpoint, "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
     ]
     assert (card["url"], card["preferredTransport"]) == (endpoint, "JSONRPC")
     assert card["protocolVersion"].startswith("0.3")
@@ -105,16 +107,55 @@ async def test_stored_card_is_rewritten_to_the_gateway_without_agent_security_or
     assert {i["url"] for i in card["supportedInterfaces"]} == {f"{gateway_url}/a2a/{agent_id}"}
 
 
-async def test_card_declares_the_gateway_bearer_scheme_in_both_versions_shapes(
+BEARER = {"scheme": "bearer", "bearerFormat": "JWT", "description": "A bearer JWT of the gateway"}
+
+
+async def test_card_asked_for_in_1_0_carries_the_1_0_shapes_only(client: Client) -> None:
+    agent_id = await register(client, "http://127.0.0.1:9/", "1.0")
+    r = await client.call("GET", card_path(agent_id), headers={"A2A-Version": "1.0"})
+    card = r.json()
+    assert card["securitySchemes"] == {"bearer": {"httpAuthSecurityScheme": BEARER}}
+    assert card["securityRequirements"] == [{"schemes": {"bearer": {"list": []}}}]
+    for member in ("url", "preferredTransport", "protocolVersion", "additionalInterfaces"):
+        assert member not in card
+    assert "security" not in card
+    assert [(i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]] == [
+        ("JSONRPC", "1.0"),
+        ("HTTP+JSON", "1.0"),
+        ("JSONRPC", "0.3"),
+        ("HTTP+JSON", "0.3"),
+    ]
+    parsed = parse_agent_card(copy.deepcopy(card))
+    assert parsed.security_schemes["bearer"].http_auth_security_scheme.bearer_format == "JWT"
+
+
+async def test_card_asked_for_in_0_3_carries_the_0_3_shapes_only(
+    client: Client, gateway_url: str
+) -> None:
+    agent_id = await register(client, "http://127.0.0.1:9/", "1.0")
+    r = await client.call("GET", card_path(agent_id) + "?A2A-Version=0.3")
+    card = r.json()
+    assert card["securitySchemes"] == {"bearer": {"type": "http", **BEARER}}
+    assert card["security"] == [{"bearer": []}]
+    assert "supportedInterfaces" not in card and "securityRequirements" not in card
+    endpoint = f"{gateway_url}/a2a/{agent_id}"
+    assert (card["url"], card["preferredTransport"]) == (endpoint, "JSONRPC")
+    assert card["additionalInterfaces"] == [
+        {"url": endpoint, "transport": "JSONRPC"},
+        {"url": endpoint, "transport": "HTTP+JSON"},
+    ]
+    legacy = v03.AgentCard.model_validate(card)
+    assert legacy.security_schemes["bearer"].root.scheme == "bearer"
+
+
+async def test_card_asked_for_in_no_version_has_one_scheme_shape_both_versions_read(
     client: Client,
 ) -> None:
     agent_id = await register(client, "http://127.0.0.1:9/", "1.0")
     card = (await client.call("GET", card_path(agent_id))).json()
+    assert card["securitySchemes"] == {"bearer": {"type": "http", **BEARER}}
     assert card["security"] == [{"bearer": []}]
     assert card["securityRequirements"] == [{"schemes": {"bearer": {"list": []}}}]
-    scheme = card["securitySchemes"]["bearer"]
-    assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")
-    assert scheme["httpAuthSecurityScheme"]["scheme"] == "bearer"
 
 
 async def test_card_parses_as_a_1_0_card_and_as_a_0_3_card(
@@ -124,7 +165,7 @@ async def test_card_parses_as_a_1_0_card_and_as_a_0_3_card(
     raw = (await client.call("GET", card_path(agent_id))).json()
 
     v10 = parse_agent_card(copy.deepcopy(raw))  # it rewrites the dict it reads
-    assert [i.protocol_version for i in v10.supported_interfaces] == ["1.0", "0.3"]
+    assert [i.protocol_version for i in v10.supported_interfaces] == ["1.0", "1.0", "0.3", "0.3"]
     assert v10.security_schemes["bearer"].http_auth_security_scheme.scheme == "bearer"
     assert v10.capabilities.streaming is True
 
@@ -153,9 +194,26 @@ async def test_card_urls_use_the_configured_public_url(public_gateway: str) -> N
     assert {i["url"] for i in card["supportedInterfaces"]} == {endpoint}
 
 
-async def test_card_needs_a_token(client: Client) -> None:
-    agent_id = await register(client, "http://127.0.0.1:9/", "1.0")
+async def test_card_of_a_public_agent_is_served_without_a_token(client: Client) -> None:
+    agent_id = await register(client, "http://127.0.0.1:9/", "1.0", visibility="public")
     r = await client.call("GET", card_path(agent_id), bearer=None)
+    assert r.status == 200, r.raw
+    assert r.json()["securitySchemes"]["bearer"]["scheme"] == "bearer"
+
+
+async def test_card_of_any_other_agent_needs_a_token_whether_it_exists_or_not(
+    client: Client,
+) -> None:
+    private = await register(client, "http://127.0.0.1:9/", "1.0")
+    for agent_id in (private, str(uuid.uuid4())):
+        r = await client.call("GET", card_path(agent_id), bearer=None)
+        assert (r.status, r.headers["content-type"]) == (401, "application/problem+json")
+        assert agent_id not in r.raw.decode()
+
+
+async def test_card_with_a_bad_token_is_refused_even_for_a_public_agent(client: Client) -> None:
+    agent_id = await register(client, "http://127.0.0.1:9/", "1.0", visibility="public")
+    r = await client.call("GET", card_path(agent_id), bearer="not-a-jwt")
     assert r.status == 401
 
 
@@ -200,9 +258,17 @@ async def test_stored_0_3_card_is_rewritten_to_the_gateway(
     card = (await client.call("GET", card_path(agent_id))).json()
     text = msgspec.json.encode(card).decode()
     assert "10.0.0.8" not in text and "X-Key" not in text
-    assert "supportsAuthenticatedExtendedCard" not in card
+    assert card["supportsAuthenticatedExtendedCard"] is True  # served through the gateway
     assert card["url"] == f"{gateway_url}/a2a/{agent_id}"
-    assert card["additionalInterfaces"] == [{"url": card["url"], "transport": "JSONRPC"}]
+    assert card["additionalInterfaces"] == [
+        {"url": card["url"], "transport": "JSONRPC"},
+        {"url": card["url"], "transport": "HTTP+JSON"},
+    ]
     assert card["skills"] == [{"id": "s", "name": "S", "description": "d", "tags": []}]
-    assert [i["protocolVersion"] for i in card["supportedInterfaces"]] == ["1.0", "0.3"]
+    assert [i["protocolVersion"] for i in card["supportedInterfaces"]] == [
+        "1.0",
+        "1.0",
+        "0.3",
+        "0.3",
+    ]
     assert card["security"] == [{"bearer": []}]

@@ -168,3 +168,68 @@ async def test_no_json_rpc_request_gets_an_unexpected_error_and_refusals_write_n
             assert len(fake.received) == sent, answer.raw
 
     await asyncio.to_thread(one)
+
+
+rest_requests = st.one_of(
+    st.tuples(st.just("POST"), st.just("/message:send"), st.one_of(send_params, values)),
+    st.tuples(st.just("POST"), st.just("/v1/message:send"), st.one_of(send_params, values)),
+    st.tuples(
+        st.just("POST"), st.sampled_from(["/tasks/T1:cancel", "/v1/tasks/nope:cancel"]), values
+    ),
+    st.tuples(
+        st.just("GET"),
+        st.builds(
+            lambda size, length: f"/tasks?pageSize={size}&historyLength={length}",
+            st.one_of(st.integers(-1, 200), text),
+            st.integers(-3, 3),
+        ),
+        st.none(),
+    ),
+    st.tuples(
+        st.just("GET"),
+        st.builds(
+            lambda length: f"/v1/tasks/T1?historyLength={length}", st.one_of(st.integers(), text)
+        ),
+        st.none(),
+    ),
+)
+
+
+async def test_no_http_json_request_gets_an_unexpected_error_and_refusals_write_nothing(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    fake = await fake_agent(agent_answer)
+    agent_id = await register(client, fake.url, "1.0")
+    r = await client.call("POST", f"/v1/a2a/{agent_id}/messages", {"text": "hi"})
+    assert r.status == 200, r.raw
+    bridge = Bridge(asyncio.get_running_loop())
+
+    @settings(
+        max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
+    @given(rest_requests)
+    def one(request: tuple[str, str, Any]) -> None:
+        method, path, body = request
+        before, sent = bridge.run(counts(db)), len(fake.received)
+        target = f"/a2a/{agent_id}{path}".replace(" ", "%20")
+        answer: Response = bridge.run(client.call(method, target, body))
+        assert answer.status < 500, answer.raw  # no unexpected failure
+        if answer.status == 200:
+            return
+        reply = msgspec.json.decode(answer.raw)
+        if answer.headers["Content-Type"] == "application/problem+json":
+            # the gateway's own checks of every request (a query with U+0000): before any route
+            assert answer.status == 422, answer.raw
+            assert bridge.run(counts(db)) == before and len(fake.received) == sent
+            return
+        assert answer.headers["Content-Type"].startswith("application/json"), answer.raw
+        code = reply["code"] if path.startswith("/v1/") else reply["error"]["code"]
+        assert code in (-32001, -32002, -32004, -32602, -32600, -32700, 400, 404), answer.raw
+        agent_refused = code in ANSWERED_BY_AGENT or (
+            "error" in reply and reply["error"]["details"][0]["reason"] == "TASK_NOT_CANCELABLE"
+        )
+        if not agent_refused:
+            assert bridge.run(counts(db)) == before, answer.raw
+            assert len(fake.received) == sent, answer.raw
+
+    await asyncio.to_thread(one)

@@ -30,15 +30,20 @@ async def sdk_client(
     version: str = "1.0",
     streaming: bool = False,
     bearer: str | None = None,
+    binding: str = "JSONRPC",
 ) -> AsyncIterator[SdkClient]:
     """An a2a-sdk client made from the gateway's card URL with a bearer token.
 
-    ``version`` "0.3" keeps only the card's 0.3 interface, so the SDK picks its 0.3
-    compatibility transport (the one a 0.3 client would use).
+    ``version`` "0.3" keeps only the card's 0.3 interfaces, so the SDK picks its 0.3
+    compatibility transport (the one a 0.3 client would use); ``binding`` is the one
+    protocol binding the client may choose ("JSONRPC" or "HTTP+JSON").
     """
     headers = {"Authorization": f"Bearer {bearer or token()}"}
     async with httpx.AsyncClient(headers=headers, timeout=30) as http:
-        factory = ClientFactory(ClientConfig(httpx_client=http, streaming=streaming))
+        config = ClientConfig(
+            httpx_client=http, streaming=streaming, supported_protocol_bindings=[binding]
+        )
+        factory = ClientFactory(config)
         client = await factory.create_from_url(card_base(gateway_url, agent_id))
         if version == "0.3":
             card = client._card

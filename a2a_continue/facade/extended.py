@@ -1,0 +1,51 @@
+"""The agent's extended card through the façade: asked of the agent with its credentials,
+then pointed at the gateway like the public card (SPEC §16)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from a2a_continue.a2a import protocol
+from a2a_continue.a2a.downstream import post_rpc
+from a2a_continue.core.agents import visible_agent_row
+from a2a_continue.errors import AgentBadAnswer
+from a2a_continue.facade import card
+from a2a_continue.facade.context import Call
+from a2a_continue.facade.errors import UNSUPPORTED_OPERATION, RpcError
+from a2a_continue.facade.methods import AgentRpcError
+
+_METHODS = {"1.0": "GetExtendedAgentCard", "0.3": "agent/getAuthenticatedExtendedCard"}
+
+
+def _request(version: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": protocol.new_rpc_id(),
+        "method": _METHODS[version],
+        "params": {},
+    }
+
+
+async def extended_card(call: Call, params: dict[str, Any]) -> object:
+    """GetExtendedAgentCard / agent/getAuthenticatedExtendedCard: -32004 unless the agent's
+    card declares an extended card; then the agent's, rewritten to the gateway."""
+    async with call.gw.connection() as conn:
+        row = await visible_agent_row(conn, call.caller, call.agent_id)
+    if not card.declares_extended_card(row["card"]):
+        raise RpcError(UNSUPPORTED_OPERATION, "the agent serves no extended agent card")
+    target = call.gw.target(row)
+    settings = call.gw.settings
+    reply = await post_rpc(
+        call.gw.session,
+        target,
+        _request(target.protocol_version),
+        settings.max_agent_response_bytes,
+        settings.agent_networks,
+    )
+    if reply.body.get("error") is not None:
+        raise AgentRpcError(reply.body["error"], call.version)
+    extended = reply.body.get("result")
+    if not isinstance(extended, dict):
+        raise AgentBadAnswer("the agent answered its extended card with no card")
+    url = card.facade_url(call.base_url, call.agent_id)
+    return card.facade_card(extended, row["name"], url, call.version)

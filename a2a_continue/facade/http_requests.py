@@ -1,0 +1,148 @@
+"""Requests of the façade's HTTP+JSON binding read into the JSON-RPC params of their method:
+the path's ids, the query's typed values, the body (1.0: the params themselves; 0.3: the
+protobuf JSON, read by ``rest03``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from starlette.requests import Request
+
+from a2a_continue.facade import methods as m
+from a2a_continue.facade import rest03
+from a2a_continue.facade.errors import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, RpcError
+from a2a_continue.limits import MAX_JSON_DEPTH, TooDeep, check_depth, nul_path
+
+JSON = dict[str, Any]
+
+
+def decode(raw: bytes) -> JSON:
+    if not raw.strip():
+        return {}
+    try:
+        check_depth(raw)
+    except TooDeep:
+        raise RpcError(
+            INVALID_REQUEST, f"the body nests deeper than {MAX_JSON_DEPTH} levels"
+        ) from None
+    try:
+        body = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        raise RpcError(PARSE_ERROR, "the body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise RpcError(INVALID_REQUEST, "the body must be a JSON object")
+    where = nul_path(body, "$")
+    if where is not None:
+        raise RpcError(INVALID_PARAMS, f"{where} must not contain U+0000")
+    return body
+
+
+def query_int(request: Request, *names: str) -> int | None:
+    for name in names:
+        raw = request.query_params.get(name)
+        if raw is None:
+            continue
+        try:
+            return int(raw)
+        except ValueError:
+            raise m.bad_params(f"$.query.{name}", "must be an integer") from None
+    return None
+
+
+def query_bool(request: Request, name: str) -> bool | None:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return None
+    if raw.lower() not in ("true", "false", "1", "0"):
+        raise m.bad_params(f"$.query.{name}", "must be true or false")
+    return raw.lower() in ("true", "1")
+
+
+def dropped(params: JSON) -> JSON:
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def task_id(request: Request) -> str:
+    task_id: str = request.path_params["task_id"]
+    return task_id
+
+
+def config_id(request: Request) -> str:
+    config_id: str = request.path_params["config_id"]
+    return config_id
+
+
+def send_10(request: Request, body: JSON) -> JSON:
+    return {k: v for k, v in body.items() if k != "tenant"}
+
+
+def get_10(request: Request, body: JSON) -> JSON:
+    return dropped({"id": task_id(request), "historyLength": query_int(request, "historyLength")})
+
+
+def list_10(request: Request, body: JSON) -> JSON:
+    q = request.query_params
+    return dropped(
+        {
+            "pageSize": query_int(request, "pageSize"),
+            "pageToken": q.get("pageToken"),
+            "contextId": q.get("contextId"),
+            "status": q.get("status"),
+            "historyLength": query_int(request, "historyLength"),
+            "includeArtifacts": query_bool(request, "includeArtifacts"),
+            "statusTimestampAfter": q.get("statusTimestampAfter"),
+        }
+    )
+
+
+def task_10(request: Request, body: JSON) -> JSON:
+    return dropped({"id": task_id(request), "metadata": body.get("metadata")})
+
+
+def push_create_10(request: Request, body: JSON) -> JSON:
+    return {**send_10(request, body), "taskId": task_id(request)}
+
+
+def push_one_10(request: Request, body: JSON) -> JSON:
+    return {"taskId": task_id(request), "id": config_id(request)}
+
+
+def push_list_10(request: Request, body: JSON) -> JSON:
+    q = request.query_params
+    return dropped(
+        {
+            "taskId": task_id(request),
+            "pageSize": query_int(request, "pageSize"),
+            "pageToken": q.get("pageToken"),
+        }
+    )
+
+
+def nothing(request: Request, body: JSON) -> JSON:
+    return {}
+
+
+def send_03(request: Request, body: JSON) -> JSON:
+    params = rest03.send_params(body)
+    message = params.get("message")
+    if isinstance(message, dict) and not message.get("parts"):  # named as this binding names it
+        raise m.bad_params("$.message.content", "is required (a non-empty list of parts)")
+    return params
+
+
+def get_03(request: Request, body: JSON) -> JSON:
+    length = query_int(request, "historyLength", "history_length")
+    return dropped({"id": task_id(request), "historyLength": length})
+
+
+def task_03(request: Request, body: JSON) -> JSON:
+    return {"id": task_id(request)}
+
+
+def push_set_03(request: Request, body: JSON) -> JSON:
+    return {"taskId": task_id(request), "pushNotificationConfig": rest03.push_config_in(body)}
+
+
+def push_one_03(request: Request, body: JSON) -> JSON:
+    return {"id": task_id(request), "pushNotificationConfigId": config_id(request)}
