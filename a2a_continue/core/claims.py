@@ -1,8 +1,8 @@
 """Follow-up claims: the statements that take, renew, release and sweep a task's claim.
 
 A claim gives one follow-up at a time a task, across every process; its rules stay with
-core/continuation and core/relay. The only writer of `a2a_claims`; with core/tasks and
-core/watches, the only writers of `a2a_tasks`.
+core/continuation and core/relay. With core/tasks (a streamed start's claim, the outcome that
+releases one) the only writer of `a2a_claims`; with core/tasks and core/watches, of `a2a_tasks`.
 """
 
 from __future__ import annotations
