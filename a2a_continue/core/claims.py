@@ -32,16 +32,17 @@ _EXPIRED_EVENT = """id, last_seq, 'task_continue_failed', state, state, {actor},
 # is taken only when the task is not terminal, its context matches, no live watch lease holds
 # it (the agent is still working on the last message) and no live claim does. A holder that
 # dies leaves a claim that expires after the agent's timeout plus a margin; the claimer that
-# replaces it logs it as a failed follow-up (`claim-expired`) first. The task row is locked
-# (no key update) so that a watch lease and a claim are never taken at once; the claims table's
-# key makes two claims of one task impossible. The claim commits without waiting for its WAL
-# flush: a claim lost with a crash of PostgreSQL frees the task early; the outcome's own
-# (waited) commit makes it durable.
+# replaces it (its upsert updates the row: `xmax` is set) logs it as a failed follow-up
+# (`claim-expired`) first, so that one the sweep removed meanwhile is not logged twice. The
+# task row is locked (no key update) so that a watch lease and a claim are never taken at once;
+# the claims table's key makes two claims of one task impossible. The claim commits without
+# waiting for its WAL flush: a claim lost with a crash of PostgreSQL frees the task early; the
+# outcome's own (waited) commit makes it durable.
 _CLAIM = f"""
 WITH {{key}}target AS (
     SELECT t.id AS row_id, t.task_id, t.state, t.context_id, t.team_id, a.id AS agent_id,
            a.endpoint_url, a.protocol_version, a.auth_sealed, a.timeout_seconds, a.capabilities,
-           COALESCE(c.expires_at, t.claim_expires_at) AS held_until,
+           c.expires_at AS claim_until, t.claim_expires_at AS row_claim_until,
            t.state NOT IN {TERMINAL_SQL} AND ($7::text IS NULL OR t.context_id = $7)
            AND (t.claim_expires_at IS NULL OR t.claim_expires_at < now())
            AND (t.watch_expires_at IS NULL OR t.watch_expires_at < now()) AS free
@@ -53,13 +54,15 @@ WITH {{key}}target AS (
     FROM target WHERE free{{key_mine}}
     ON CONFLICT (task) DO UPDATE SET token = EXCLUDED.token, expires_at = EXCLUDED.expires_at
     WHERE c.expires_at < now()
-    RETURNING c.task
+    RETURNING c.task, c.xmax <> 0 AS replaced
 ), expired AS (
     UPDATE a2a_tasks t SET last_seq = t.last_seq + 1,
         claim_token = NULL, claim_expires_at = NULL
     FROM claimed JOIN target ON target.row_id = claimed.task
-    WHERE t.id = claimed.task AND target.held_until IS NOT NULL
-    RETURNING t.id, t.last_seq, t.state, target.held_until AS expired_at
+    WHERE t.id = claimed.task AND (claimed.replaced OR target.row_claim_until IS NOT NULL)
+    RETURNING t.id, t.last_seq, t.state,
+        COALESCE(CASE WHEN claimed.replaced THEN target.claim_until END,
+                 target.row_claim_until, now()) AS expired_at
 ), logged AS (
     {append_events(_EXPIRED_EVENT.format(actor="$10"), "expired")}
 )

@@ -3,15 +3,18 @@ in place, and claims of the previous release (on the task row) honoured while bo
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import asyncpg
 
-from a2a_continue.core.tasks import RECORD_OUTCOME_STATE
+from a2a_continue.core.claims import SWEEP_EXPIRED_CLAIMS
+from a2a_continue.core.tasks import RECORD_OUTCOME_STATE, SYSTEM_ACTOR
 from tests.support.agents import events, register_fake, start
 from tests.support.client import Client
 from tests.support.database import TASKS_WITH_CLAIMS, hold_claim, insert_agent
 from tests.support.fakes import StartFake, WeatherFake
+from tests.support.waiting import eventually
 
 # How a process of the previous release claims a task and leases a watch (on the task row).
 ROW_CLAIM = """UPDATE a2a_tasks SET claim_token = gen_random_uuid(),
@@ -135,3 +138,36 @@ async def test_an_expired_claim_does_not_hold_back_the_previous_release(
     await hold_claim(db, "-1 second")
 
     assert await db.execute(ROW_CLAIM, "t1") == "UPDATE 1"
+
+
+async def test_an_expired_claim_the_sweep_releases_while_a_follow_up_waits_is_logged_once(
+    client: Client, db: asyncpg.Connection, database_url: str, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    task = await start(client, agent)
+    await hold_claim(db, "-1 second")
+    sweeper = await asyncpg.connect(database_url)
+    try:
+        sweeping = sweeper.transaction()
+        await sweeping.start()
+        assert await sweeper.execute(SWEEP_EXPIRED_CLAIMS, SYSTEM_ACTOR, 10) == "INSERT 0 1"
+        follow_up = asyncio.create_task(
+            client.call("POST", agent.messages(task["id"]), {"text": "Rome"})
+        )
+
+        async def waiting() -> bool:
+            found = await db.fetchval(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE wait_event_type = 'Lock' AND query LIKE '%a2a_claims%'"
+            )
+            return bool(found)
+
+        await eventually(waiting, "the follow-up waits on the task row the sweep holds")
+        await sweeping.commit()
+        r = await follow_up
+    finally:
+        await sweeper.close()
+
+    assert r.status == 200, r.raw
+    logged = await events(client, agent, task["id"])
+    assert [e["type"] for e in logged] == ["task_created", "task_continue_failed", "task_continued"]
