@@ -10,6 +10,8 @@ import asyncpg
 import msgspec
 
 from a2a_continue.core import leases, watches
+from a2a_continue.core.claims import CLAIM_TASK
+from a2a_continue.core.tasks import SYSTEM_ACTOR
 from tests.support.agents import BUSY_TYPE, register_fake
 from tests.support.client import Client, assert_problem, register
 from tests.support.database import TASKS_WITH_CLAIMS, hold_claim, insert_agent
@@ -241,6 +243,44 @@ async def test_hand_over_never_leases_a_claimed_task(db: asyncpg.Connection) -> 
     for task in ("t1", "t2"):
         row = await watches.hand_over_watch(db, agent, task, None, uuid.uuid4(), LEASE_S)
         assert row is not None and row["watch_token"] is None
+
+
+async def test_a_hand_over_that_waited_on_a_claimer_sees_the_claim_it_committed(
+    db: asyncpg.Connection, database_url: str
+) -> None:
+    agent = await insert_agent(db)
+    await add_task(db, agent, "t1")
+    claimer = await asyncpg.connect(database_url)
+    try:
+        claiming = claimer.transaction()
+        await claiming.start()
+        claim = await claimer.fetchrow(
+            CLAIM_TASK, "alice@example.com", [], True, agent, "t1", uuid.uuid4(), None, 30.0,
+            5.0, SYSTEM_ACTOR,
+        )  # fmt: skip
+        assert claim is not None and claim["claimed"]
+        other = await connect(database_url)
+        try:
+            handing = asyncio.create_task(
+                watches.hand_over_watch(other, agent, "t1", None, uuid.uuid4(), LEASE_S)
+            )
+
+            async def waiting() -> bool:
+                found = await db.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE wait_event_type = 'Lock' AND query LIKE '%watch_past = $3%'"
+                )
+                return bool(found)
+
+            await eventually(waiting, "the hand-over waits on the claimer's row lock")
+            await claiming.commit()
+            row = await handing
+        finally:
+            await other.close()
+    finally:
+        await claimer.close()
+
+    assert row is not None and row["watch_token"] is None
 
 
 async def test_hand_over_skips_tasks_that_need_no_watch(db: asyncpg.Connection) -> None:
