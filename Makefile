@@ -33,8 +33,10 @@ lint: $(DEV_STAMP)
 demo: $(RUN_STAMP)
 	$(VENV)/bin/a2a-continue demo
 
+# `make bench BASE=<commit>`: the follow-up of that commit (built in a temporary directory)
+# against the current tree's, interleaved in one run. Further benchmarks follow on their own line.
 bench: $(DEV_STAMP)
-	$(PY) bench/continue_bench.py
+	$(PY) bench/continue_bench.py $(if $(BASE),--base $(BASE))
 
 walkthrough: $(RUN_STAMP)
 	$(PY) scripts/walkthrough.py

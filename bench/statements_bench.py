@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from a2a_continue.core.claims import CLAIM_TASK  # noqa: E402
-from a2a_continue.core.tasks import RECORD_OUTCOME, SYSTEM_ACTOR  # noqa: E402
+from a2a_continue.core.tasks import RECORD_OUTCOME_STATE, SYSTEM_ACTOR  # noqa: E402
 from a2a_continue.runtime.db import _init_connection, migrate_url  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -49,7 +49,7 @@ async def follow_up(conn: asyncpg.Connection, agent: uuid.UUID, task_id: str) ->
     assert row is not None and row["claimed"], "the task could not be claimed"
     data = {"messageId": str(claim)}
     await conn.execute(
-        RECORD_OUTCOME, row["row_id"], "input-required", None, None, claim, 1,
+        RECORD_OUTCOME_STATE, row["row_id"], "input-required", None, None, claim, 1,
         "task_continued", OWNER, data,
     )  # fmt: skip
 

@@ -16,7 +16,7 @@ from a2a_continue.core.callers import mint_token
 from a2a_continue.limits import MAX_JSON_DEPTH, json_depth
 from a2a_continue.settings import Settings
 from tests.support.client import JWT_SECRET, Client, assert_problem, register
-from tests.support.database import counts
+from tests.support.database import TASKS_WITH_CLAIMS, counts
 from tests.support.fakes import JSON, Scripted, StartFake, task_v10
 from tests.support.servers import serve_asgi
 
@@ -281,7 +281,7 @@ async def test_follow_up_answered_with_an_id_the_store_cannot_keep_is_502_and_re
     assert "characters" in assert_problem(r, 502)["detail"]
     logged = (await client.call("GET", f"/v1/a2a/{agent}/tasks/T1/events")).json()["events"]
     assert [e["type"] for e in logged] == ["task_created", "task_continue_failed"]
-    claim = await db.fetchval("SELECT claim_token FROM a2a_tasks WHERE task_id = 'T1'")
+    claim = await db.fetchval(f"SELECT token FROM {TASKS_WITH_CLAIMS} WHERE task_id = 'T1'")
     assert claim is None
 
 

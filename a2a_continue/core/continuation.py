@@ -198,6 +198,7 @@ class FollowUp:
                 data=data,
                 claim=self.claim,
                 with_event=with_event,
+                whole_row=False,
             )
 
         async with self.gw.connection() as conn:

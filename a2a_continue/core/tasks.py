@@ -54,10 +54,10 @@ async def append_event(
     return int(seq)
 
 
-# An existing row a new task's claim may take: no claim (an expired one is left to the sweep,
-# which logs it) and no live watch lease.
-_CLAIMABLE = """EXCLUDED.claim_token IS NOT NULL AND t.claim_token IS NULL
-    AND (t.watch_token IS NULL OR t.watch_expires_at < now())"""
+# An existing row a new task's claim may take: no claim on the row (a previous release's) and
+# no live watch lease; a claim in `a2a_claims`, even an expired one (left to the sweep, which
+# logs it), keeps its row there.
+_CLAIMABLE = "t.claim_token IS NULL AND (t.watch_token IS NULL OR t.watch_expires_at < now())"
 
 _KEEP_TERMINAL = ",\n        ".join(
     f"{c} = CASE WHEN t.state IN {TERMINAL_SQL} THEN t.{c} ELSE EXCLUDED.{c} END"
@@ -72,19 +72,20 @@ _KEEP_TERMINAL = ",\n        ".join(
 RECORD_NEW_TASK = f"""
 WITH up AS (
     INSERT INTO a2a_tasks AS t (agent_id, task_id, context_id, state, status_message,
-        artifacts, owner, team_id, completed_at, last_seq, claim_token, claim_expires_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $4 IN {TERMINAL_SQL} THEN now() END, 1,
-        $10::uuid, CASE WHEN $10::uuid IS NOT NULL THEN now() + make_interval(secs => $11) END)
+        artifacts, owner, team_id, completed_at, last_seq)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $4 IN {TERMINAL_SQL} THEN now() END, 1)
     ON CONFLICT (agent_id, task_id) DO UPDATE SET
-        claim_token = CASE WHEN {_CLAIMABLE} THEN EXCLUDED.claim_token ELSE t.claim_token END,
-        claim_expires_at = CASE WHEN {_CLAIMABLE} THEN EXCLUDED.claim_expires_at
-                                ELSE t.claim_expires_at END,
         {_KEEP_TERMINAL},
         context_id = COALESCE(t.context_id, EXCLUDED.context_id), updated_at = now()
     WHERE t.owner = EXCLUDED.owner
-    RETURNING t.id, t.state, (xmax = 0) AS inserted
+    RETURNING t.id, t.state, (xmax = 0) AS inserted, {_CLAIMABLE} AS claimable
 ), created AS (
     {append_events("id, 1, 'task_created', NULL, state, $7, $9", "up WHERE inserted")}
+), claimed AS (
+    INSERT INTO a2a_claims (task, token, expires_at)
+    SELECT id, $10::uuid, now() + make_interval(secs => $11) FROM up
+    WHERE $10::uuid IS NOT NULL AND (inserted OR claimable)
+    ON CONFLICT (task) DO NOTHING
 )
 SELECT id, state, inserted FROM up
 """
@@ -109,10 +110,13 @@ _COMPLETED_AT = f"""completed_at = CASE WHEN t.state NOT IN {TERMINAL_SQL} AND $
 
 # Apply an outcome to a task: the new state (NULL keeps it; a terminal state is kept too),
 # the release of the caller's claim ($5), and one event ($7-$9) whose seq comes from the
-# same row update ($6 = 1; 0 when the event is left out).
+# same row update ($6 = 1; 0 when the event is left out). The update changes no indexed
+# column unless the state changes, so it usually stays on the row's page (HOT).
 _OUTCOME_UPDATE = f"""
 prev AS (
-    SELECT id, state FROM a2a_tasks WHERE id = $1 FOR UPDATE
+    SELECT id, state FROM a2a_tasks WHERE id = $1 FOR NO KEY UPDATE
+), released AS (
+    DELETE FROM a2a_claims c USING prev WHERE c.task = prev.id AND c.token = $5
 ), upd AS (
     UPDATE a2a_tasks t SET
         state = CASE WHEN $2::text IS NULL OR t.state IN {TERMINAL_SQL} THEN t.state ELSE $2 END,
@@ -120,18 +124,19 @@ prev AS (
                               THEN t.status_message ELSE $3 END,
         artifacts = CASE WHEN $4::jsonb IS NULL OR t.state IN {TERMINAL_SQL}
                          THEN t.artifacts ELSE $4 END,
-        {_COMPLETED_AT}, updated_at = now(), last_seq = t.last_seq + $6,
-        claim_token = CASE WHEN t.claim_token = $5 THEN NULL ELSE t.claim_token END,
-        claim_expires_at = CASE WHEN t.claim_token = $5 THEN NULL ELSE t.claim_expires_at END
+        {_COMPLETED_AT}, updated_at = now(), last_seq = t.last_seq + $6
     FROM prev WHERE t.id = prev.id RETURNING {TASK_COLUMNS}, prev.state AS previous
 )"""
 
-RECORD_OUTCOME = f"""
+_RECORD_OUTCOME = f"""
 WITH {_OUTCOME_UPDATE}, event AS (
     {append_events("row_id, last_seq, $7, previous, state, $8, $9", "upd")}
 )
-SELECT upd.*, {notify_sql("upd.row_id")} AS notified FROM upd
+SELECT {{columns}}, {notify_sql("upd.row_id")} AS notified FROM upd
 """
+RECORD_OUTCOME = _RECORD_OUTCOME.format(columns="upd.*")
+# A follow-up needs only the state it reports back: the row's messages and artifacts stay put.
+RECORD_OUTCOME_STATE = _RECORD_OUTCOME.format(columns="upd.state")
 
 # The same outcome without its event: used when the event write itself failed.
 RECORD_OUTCOME_ONLY = f"WITH {_OUTCOME_UPDATE}\nSELECT * FROM upd"
@@ -141,12 +146,14 @@ async def record_outcome(
     conn: Conn, row_id: uuid.UUID, *, state: str | None,
     status_message: dict[str, Any] | None = None, artifacts: list[Any] | None = None,
     event: str, actor: str, data: dict[str, Any], claim: uuid.UUID | None = None,
-    with_event: bool = True,
+    with_event: bool = True, whole_row: bool = True,
 ) -> Record:  # fmt: skip
-    """Apply an outcome and append its event in one statement; return the task row."""
+    """Apply an outcome and append its event in one statement; return the task row (without
+    ``whole_row``: its state only)."""
     update = (row_id, state, status_message, artifacts, claim)
     if with_event:
-        row = await conn.fetchrow(RECORD_OUTCOME, *update, 1, event, actor, data)
+        statement = RECORD_OUTCOME if whole_row else RECORD_OUTCOME_STATE
+        row = await conn.fetchrow(statement, *update, 1, event, actor, data)
     else:
         row = await conn.fetchrow(RECORD_OUTCOME_ONLY, *update, 0)
     if row is None:

@@ -15,9 +15,11 @@ from a2a_continue.runtime.hub import notify_sql
 
 # ---- watch leases (their rules: core/leases.py) -------------------------------------------
 
-# Nobody holds the task: no live lease and no live follow-up claim.
+# Nobody holds the task: no live lease and no live follow-up claim (in `a2a_claims`, read with
+# a snapshot of its own so that a statement that waited on a claimer's row lock sees its claim;
+# or on the row, from a process of the previous release).
 FREE_SQL = """(t.watch_token IS NULL OR t.watch_expires_at < now())
-    AND (t.claim_token IS NULL OR t.claim_expires_at < now())"""
+    AND (t.claim_token IS NULL OR t.claim_expires_at < now()) AND NOT a2a_claim_held(t.id)"""
 
 # Take up to $1 live tasks nobody holds (free, or their holder's lease expired). SKIP LOCKED
 # lets processes that pick up at the same moment share the tasks instead of waiting. A task

@@ -17,6 +17,7 @@ from a2a_continue.core.cards import MAX_CARD_BYTES
 from a2a_continue.http.tokens import JWKS_MAX_BYTES
 from a2a_continue.settings import Settings
 from tests.support.client import Client, register
+from tests.support.database import TASKS_WITH_CLAIMS
 from tests.support.fakes import Handler, StartFake
 from tests.support.identity import Keys, idp, refused, whoami
 from tests.support.servers import serve_aiohttp, serve_asgi
@@ -75,7 +76,9 @@ async def rows(db: asyncpg.Connection) -> tuple[Any, ...]:
 
 
 async def task_row(db: asyncpg.Connection) -> tuple[Any, ...]:
-    row = await db.fetchrow("SELECT state, artifacts, claim_token, last_seq FROM a2a_tasks")
+    row = await db.fetchrow(
+        f"SELECT state, artifacts, token AS claim_token, last_seq FROM {TASKS_WITH_CLAIMS}"
+    )
     assert row is not None
     return tuple(row)
 

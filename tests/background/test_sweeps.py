@@ -3,8 +3,6 @@ the next claimer or by the periodic sweep."""
 
 from __future__ import annotations
 
-import uuid
-
 import aiohttp
 import asyncpg
 import msgspec
@@ -12,6 +10,7 @@ import msgspec
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings
 from tests.support.client import Client, register
+from tests.support.database import hold_claim
 from tests.support.fakes import FakeAgent, Scripted, StartFake
 from tests.support.servers import serve_asgi
 from tests.support.waiting import eventually
@@ -22,10 +21,7 @@ async def task_with_a_dead_claim(client: Client, db: asyncpg.Connection, fake: F
     agent = await register(client, fake.url)
     r = await client.call("POST", f"/v1/a2a/{agent}/messages", {"text": "hi"})
     assert r.status == 200, r.raw
-    await db.execute(
-        "UPDATE a2a_tasks SET claim_token = $1, claim_expires_at = now() - interval '1 second'",
-        uuid.uuid4(),
-    )
+    await hold_claim(db, "-1 second")
     return agent
 
 
@@ -62,7 +58,7 @@ async def test_a_live_claim_is_not_logged_as_expired(
     client: Client, db: asyncpg.Connection, fake_agent: StartFake
 ) -> None:
     agent = await task_with_a_dead_claim(client, db, await fake_agent(Scripted()))
-    await db.execute("UPDATE a2a_tasks SET claim_expires_at = now() + interval '1 hour'")
+    await hold_claim(db, "1 hour")
 
     r = await client.call("POST", f"/v1/a2a/{agent}/tasks/T1/messages", {"text": "Paris"})
 
@@ -80,11 +76,11 @@ async def test_the_periodic_sweep_logs_and_releases_expired_claims(
         agent = await task_with_a_dead_claim(client, db, fake)
 
         async def released() -> bool:
-            return await db.fetchval("SELECT claim_token FROM a2a_tasks") is None
+            return await db.fetchval("SELECT count(*) FROM a2a_claims") == 0
 
         await eventually(released, "the sweep released the claim")
         events = await logged(client, agent)
-    assert await db.fetchval("SELECT claim_token FROM a2a_tasks") is None
+    assert await db.fetchval("SELECT count(*) FROM a2a_claims") == 0
     assert [(e["seq"], e["type"]) for e in events] == [
         (1, "task_created"),
         (2, "task_continue_failed"),

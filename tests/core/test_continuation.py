@@ -30,6 +30,7 @@ from tests.support.agents import (
     start,
 )
 from tests.support.client import Client, assert_problem, token
+from tests.support.database import TASKS_WITH_CLAIMS
 from tests.support.fakes import StartFake, WeatherFake, rpc_result, task_body
 from tests.support.sdk_agent import run_sdk_agent
 from tests.support.servers import serve_asgi
@@ -464,7 +465,9 @@ async def test_continue_returns_agent_error_body_byte_for_byte(
     assert r.status == 200, r.raw
     assert r.raw == answer
     assert r.headers["A2A-Task-State"] == "input-required"
-    row = await db.fetchrow("SELECT state, claim_token FROM a2a_tasks WHERE task_id = 'T1'")
+    row = await db.fetchrow(
+        f"SELECT state, token AS claim_token FROM {TASKS_WITH_CLAIMS} WHERE task_id = 'T1'"
+    )
     assert row is not None
     assert (row["state"], row["claim_token"]) == ("input-required", None)
     assert (await events(client, agent, "T1"))[-1]["data"]["error"] == {"code": -32004}
@@ -744,7 +747,8 @@ async def test_continue_records_redirected_task_for_the_caller(
     assert redirected["data"] == {"messageId": message_id, "redirectedTo": "T2"}
     assert redirected["previousState"] == redirected["newState"] == "input-required"
     claim = await db.fetchrow(
-        "SELECT claim_token, claim_expires_at FROM a2a_tasks WHERE task_id = 'T1'"
+        "SELECT token AS claim_token, expires_at AS claim_expires_at"
+        f" FROM {TASKS_WITH_CLAIMS} WHERE task_id = 'T1'"
     )
     assert claim is not None
     assert tuple(claim) == (None, None)

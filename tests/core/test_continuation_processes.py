@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.agents import BUSY_TYPE, Agent, events, register, start
 from tests.support.client import Client, Response, assert_problem
+from tests.support.database import TASKS_WITH_CLAIMS
 from tests.support.fakes import HeldAgent
 from tests.support.processes import CLAIM_MARGIN_S, GatewayProcess, two_gateways
 
@@ -71,7 +72,8 @@ async def test_claim_of_a_killed_gateway_holds_until_it_expires(
     assert assert_problem(r, 409)["type"] == BUSY_TYPE
     assert agent_script.follow_ups == 1
     left = await db.fetchval(
-        "SELECT extract(epoch FROM claim_expires_at - now()) FROM a2a_tasks WHERE task_id = 'T1'"
+        "SELECT extract(epoch FROM expires_at - now())"
+        f" FROM {TASKS_WITH_CLAIMS} WHERE task_id = 'T1'"
     )
     assert 0 < left <= 1 + CLAIM_MARGIN_S
     await asyncio.sleep(float(left) + 0.05)
@@ -89,7 +91,8 @@ async def test_claim_of_a_killed_gateway_holds_until_it_expires(
     ]
     assert logged[1]["data"]["reason"] == "claim-expired"
     claim = await db.fetchrow(
-        "SELECT claim_token, claim_expires_at FROM a2a_tasks WHERE task_id = 'T1'"
+        "SELECT token AS claim_token, expires_at AS claim_expires_at"
+        f" FROM {TASKS_WITH_CLAIMS} WHERE task_id = 'T1'"
     )
     assert claim is not None
     assert tuple(claim) == (None, None)

@@ -26,6 +26,7 @@ from a2a_continue.runtime.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings, SettingsError, load_settings
 from tests.support.agents import BUSY_TYPE, Agent, events, register, register_fake, start
 from tests.support.client import Client, Response, assert_problem, token
+from tests.support.database import TASKS_WITH_CLAIMS
 from tests.support.fakes import HeldAgent, StartFake, WeatherFake, rpc_error, rpc_result, task_body
 from tests.support.metrics import moved, scrape
 from tests.support.processes import GatewayProcess, two_gateways
@@ -290,7 +291,7 @@ async def test_key_reused_refusal_leaves_the_task_unclaimed(
     r = await client.call("POST", agent.messages("T1"), {"text": "Rome"}, headers=keyed("k"))
 
     assert assert_problem(r, 422)["type"] == REUSED
-    claim = await db.fetchval("SELECT claim_token FROM a2a_tasks WHERE task_id = 'T1'")
+    claim = await db.fetchval(f"SELECT token FROM {TASKS_WITH_CLAIMS} WHERE task_id = 'T1'")
     assert claim is None
     r = await client.call("POST", agent.messages("T1"), {"text": "Rome"})
     assert r.status == 200, r.raw

@@ -10,9 +10,11 @@ import asyncpg
 import msgspec
 
 from a2a_continue.core import leases, watches
+from a2a_continue.core.claims import CLAIM_TASK
+from a2a_continue.core.tasks import SYSTEM_ACTOR
 from tests.support.agents import BUSY_TYPE, register_fake
 from tests.support.client import Client, assert_problem, register
-from tests.support.database import insert_agent
+from tests.support.database import TASKS_WITH_CLAIMS, hold_claim, insert_agent
 from tests.support.fakes import SseAgent, StartFake, rpc_result
 from tests.support.fakes import task_body as agent_task
 from tests.support.streams import STREAMING, frame, post_stream, snapshot, status
@@ -50,7 +52,8 @@ async def add_task(
 
 LIVE_LEASE = {"watch_token": "gen_random_uuid()", "watch_expires_at": "now() + interval '1 h'"}
 DEAD_LEASE = {"watch_token": "gen_random_uuid()", "watch_expires_at": "now() - interval '1 s'"}
-LIVE_CLAIM = {"claim_token": "gen_random_uuid()", "claim_expires_at": "now() + interval '1 h'"}
+# A claim of the previous release, on the task row.
+ROW_CLAIM = {"claim_token": "gen_random_uuid()", "claim_expires_at": "now() + interval '1 h'"}
 PAST = {"watch_past": """'{"state": "input-required"}'"""}
 
 
@@ -64,7 +67,11 @@ async def test_pick_up_takes_only_live_tasks_that_nobody_holds(db: asyncpg.Conne
     await add_task(db, agent, "terminal-with-past", "completed", **PAST)
     await add_task(db, agent, "unknown", "unknown")
     await add_task(db, agent, "leased", **LIVE_LEASE)
-    await add_task(db, agent, "claimed", **LIVE_CLAIM)
+    await add_task(db, agent, "claimed")
+    await hold_claim(db, task_id="claimed")
+    await add_task(db, agent, "claimed-on-the-row", **ROW_CLAIM)
+    await add_task(db, agent, "expired-claim")
+    await hold_claim(db, "-1 second", task_id="expired-claim")
     await add_task(db, agent, "given-up", watch_failed_at="now()")
 
     rows = await watches.pick_up_watches(db, 100, LEASE_S)
@@ -74,6 +81,7 @@ async def test_pick_up_takes_only_live_tasks_that_nobody_holds(db: asyncpg.Conne
         "submitted",
         "waiting-past-answer",
         "expired-lease",
+        "expired-claim",
     }
     held = await db.fetch(
         "SELECT task_id, watch_token, extract(epoch FROM watch_expires_at - now()) AS left_s"
@@ -81,7 +89,7 @@ async def test_pick_up_takes_only_live_tasks_that_nobody_holds(db: asyncpg.Conne
         [r["task_id"] for r in rows],
     )
     assert {r["watch_token"] for r in held} == {r["watch_token"] for r in rows}
-    assert len({r["watch_token"] for r in held}) == 4
+    assert len({r["watch_token"] for r in held}) == 5
     assert all(0 < r["left_s"] <= LEASE_S for r in held)
     assert await watches.pick_up_watches(db, 100, LEASE_S) == []
 
@@ -228,9 +236,49 @@ async def test_hand_over_leases_a_free_task_and_records_the_status_to_wait_past(
 
 async def test_hand_over_never_leases_a_claimed_task(db: asyncpg.Connection) -> None:
     agent = await insert_agent(db)
-    await add_task(db, agent, "t1", **LIVE_CLAIM)
+    await add_task(db, agent, "t1")
+    await hold_claim(db, task_id="t1")
+    await add_task(db, agent, "t2", **ROW_CLAIM)
 
-    row = await watches.hand_over_watch(db, agent, "t1", None, uuid.uuid4(), LEASE_S)
+    for task in ("t1", "t2"):
+        row = await watches.hand_over_watch(db, agent, task, None, uuid.uuid4(), LEASE_S)
+        assert row is not None and row["watch_token"] is None
+
+
+async def test_a_hand_over_that_waited_on_a_claimer_sees_the_claim_it_committed(
+    db: asyncpg.Connection, database_url: str
+) -> None:
+    agent = await insert_agent(db)
+    await add_task(db, agent, "t1")
+    claimer = await asyncpg.connect(database_url)
+    try:
+        claiming = claimer.transaction()
+        await claiming.start()
+        claim = await claimer.fetchrow(
+            CLAIM_TASK, "alice@example.com", [], True, agent, "t1", uuid.uuid4(), None, 30.0,
+            5.0, SYSTEM_ACTOR,
+        )  # fmt: skip
+        assert claim is not None and claim["claimed"]
+        other = await connect(database_url)
+        try:
+            handing = asyncio.create_task(
+                watches.hand_over_watch(other, agent, "t1", None, uuid.uuid4(), LEASE_S)
+            )
+
+            async def waiting() -> bool:
+                found = await db.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE wait_event_type = 'Lock' AND query LIKE '%watch_past = $3%'"
+                )
+                return bool(found)
+
+            await eventually(waiting, "the hand-over waits on the claimer's row lock")
+            await claiming.commit()
+            row = await handing
+        finally:
+            await other.close()
+    finally:
+        await claimer.close()
 
     assert row is not None and row["watch_token"] is None
 
@@ -306,7 +354,9 @@ async def test_a_streamed_start_holds_its_task_against_the_watcher_until_the_str
 
         picked = await watches.pick_up_watches(db, 100, LEASE_S)
 
-        held = await db.fetchrow("SELECT watch_token, claim_token FROM a2a_tasks")
+        held = await db.fetchrow(
+            f"SELECT watch_token, token AS claim_token FROM {TASKS_WITH_CLAIMS}"
+        )
         assert picked == []
         assert held["watch_token"] is None and held["claim_token"] is not None
         assert [r["method"] for r in fake.received] == ["SendStreamingMessage"]
@@ -320,7 +370,7 @@ async def test_a_streamed_start_holds_its_task_against_the_watcher_until_the_str
 
     await eventually(completed)
     assert [r["method"] for r in fake.received] == ["SendStreamingMessage", "SubscribeToTask"]
-    row = await db.fetchrow("SELECT watch_token, claim_token FROM a2a_tasks")
+    row = await db.fetchrow(f"SELECT watch_token, token AS claim_token FROM {TASKS_WITH_CLAIMS}")
     assert row["claim_token"] is None
 
 

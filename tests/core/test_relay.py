@@ -16,6 +16,7 @@ from a2a_continue.app import create_app
 from a2a_continue.settings import Settings
 from tests.support.agents import BUSY_TYPE
 from tests.support.client import Client, Response, register, token
+from tests.support.database import TASKS_WITH_CLAIMS
 from tests.support.sdk_agent import run_sdk_agent
 from tests.support.servers import serve_asgi
 from tests.support.sse_client import events
@@ -486,9 +487,13 @@ async def test_the_claim_is_renewed_while_a_stream_outlives_its_lifetime(
     async with client.session.post(client.base + path, json={"text": "a"}, headers=headers) as r:
         received = events(r)
         await anext(received)
-        expiry = await db.fetchval("SELECT claim_expires_at FROM a2a_tasks WHERE task_id = 'T'")
+        expiry = await db.fetchval(
+            f"SELECT expires_at FROM {TASKS_WITH_CLAIMS} WHERE task_id = 'T'"
+        )
         await asyncio.sleep(2.5)
-        renewed = await db.fetchval("SELECT claim_expires_at FROM a2a_tasks WHERE task_id = 'T'")
+        renewed = await db.fetchval(
+            f"SELECT expires_at FROM {TASKS_WITH_CLAIMS} WHERE task_id = 'T'"
+        )
         busy = await client.call("POST", path, {"text": "b"})
         gate.set()
         assert [e.event async for e in received][-1] == "status-update"

@@ -21,6 +21,7 @@ from a2a.utils.errors import TaskNotFoundError
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings
 from tests.support.client import Client, register
+from tests.support.database import hold_claim
 from tests.support.facade_clients import rpc, sdk_client
 from tests.support.fakes import FakeAgent
 from tests.support.ports import dead_url
@@ -139,10 +140,7 @@ async def test_follow_up_while_another_is_in_flight_is_internal_error_task_busy(
 ) -> None:
     agent_id = await register(client, sdk.url, "1.0")
     task_id = await start(client, agent_id, version, "weather?")
-    await db.execute(
-        "UPDATE a2a_tasks SET claim_token = $1, claim_expires_at = now() + interval '1 hour'",
-        uuid.uuid4(),
-    )
+    await hold_claim(db)
     error = await call(client, agent_id, version, SEND[version], message(version, "Rome", task_id))
     assert error["code"] == -32603
     found = members(error, version)

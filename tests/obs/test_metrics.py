@@ -14,6 +14,7 @@ from a2a_continue.settings import Settings
 from tests.support.agents import register, register_fake, start
 from tests.support.client import Client, token
 from tests.support.client import register as register_url
+from tests.support.database import hold_claim
 from tests.support.fakes import StartFake, WeatherFake, rpc_error, rpc_result, task_body
 from tests.support.metrics import moved, scrape
 from tests.support.ports import dead_url
@@ -86,10 +87,7 @@ async def test_a_busy_follow_up_is_counted(
 ) -> None:
     agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
     task = await start(client, agent)
-    await db.execute(
-        "UPDATE a2a_tasks SET claim_token = gen_random_uuid(),"
-        " claim_expires_at = now() + interval '1 hour'"
-    )
+    await hold_claim(db)
     before = await scrape(client)
     assert (await client.call("POST", agent.messages(task["id"]), {"text": "x"})).status == 409
     after = await scrape(client)
@@ -101,10 +99,7 @@ async def test_an_expired_claim_taken_over_is_counted(
 ) -> None:
     agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
     task = await start(client, agent)
-    await db.execute(
-        "UPDATE a2a_tasks SET claim_token = gen_random_uuid(),"
-        " claim_expires_at = now() - interval '1 second'"
-    )
+    await hold_claim(db, "-1 second")
     before = await scrape(client)
     assert (await client.call("POST", agent.messages(task["id"]), {"text": "x"})).status == 200
     after = await scrape(client)
@@ -251,13 +246,10 @@ async def test_streamed_follow_ups_refused_count_as_busy_or_terminal(
     )
     assert (await post_stream(client, f"/v1/a2a/{agent}/messages", {"text": "hi"})).status == 200
     path = f"/v1/a2a/{agent}/tasks/T/messages"
-    await db.execute(
-        "UPDATE a2a_tasks SET claim_token = gen_random_uuid(),"
-        " claim_expires_at = now() + interval '1 hour'"
-    )
+    await hold_claim(db)
     before = await scrape(client)
     assert (await post_stream(client, path, {"text": "x"})).status == 409
-    await db.execute("UPDATE a2a_tasks SET claim_token = NULL, claim_expires_at = NULL")
+    await db.execute("DELETE FROM a2a_claims")
     assert (await post_stream(client, path, {"text": "x"})).status == 200
     assert (await post_stream(client, path, {"text": "x"})).status == 409
     after = await scrape(client)

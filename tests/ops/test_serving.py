@@ -13,6 +13,7 @@ import msgspec
 
 from a2a_continue.core.callers import mint_token
 from tests.support.client import JWT_SECRET, Client, register
+from tests.support.database import TASKS_WITH_CLAIMS
 from tests.support.fakes import FakeAgent, StartFake
 from tests.support.ports import free_port
 from tests.support.processes import gateway_env, serve_process, wait_exit
@@ -120,7 +121,9 @@ async def test_sigterm_lets_an_in_flight_follow_up_finish_with_200_and_releases_
         assert r.headers["A2A-Task-State"] == "input-required"
         assert await wait_exit(process) == 0
 
-    row = await db.fetchrow("SELECT claim_token, last_seq FROM a2a_tasks WHERE task_id = 'T1'")
+    row = await db.fetchrow(
+        f"SELECT token AS claim_token, last_seq FROM {TASKS_WITH_CLAIMS} WHERE task_id = 'T1'"
+    )
     assert row is not None
     assert (row["claim_token"], row["last_seq"]) == (None, 2)
 
@@ -151,7 +154,7 @@ async def test_sigterm_past_the_drain_time_cancels_the_follow_up_and_releases_it
         url = f"/v1/a2a/{agent_id}/tasks/T1/messages"
         follow_up = asyncio.create_task(client.call("POST", url, {"text": "Paris"}))
         await arrived.wait()
-        claimed = await db.fetchval("SELECT claim_token FROM a2a_tasks WHERE task_id = 'T1'")
+        claimed = await db.fetchval(f"SELECT token FROM {TASKS_WITH_CLAIMS} WHERE task_id = 'T1'")
         assert claimed is not None
 
         process.send_signal(signal.SIGTERM)
@@ -161,6 +164,8 @@ async def test_sigterm_past_the_drain_time_cancels_the_follow_up_and_releases_it
         assert r.json()["type"].endswith(":shutting-down")
         assert r.headers["Retry-After"] == "1"
 
-    row = await db.fetchrow("SELECT claim_token, state FROM a2a_tasks WHERE task_id = 'T1'")
+    row = await db.fetchrow(
+        f"SELECT token AS claim_token, state FROM {TASKS_WITH_CLAIMS} WHERE task_id = 'T1'"
+    )
     assert row is not None
     assert (row["claim_token"], row["state"]) == (None, "input-required")

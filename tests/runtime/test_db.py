@@ -103,6 +103,37 @@ async def test_concurrent_migrations_apply_each_file_once(fresh_url: str) -> Non
 # ---- constraints --------------------------------------------------------------------------
 
 
+async def test_the_claims_migration_keeps_the_rows_and_the_live_claims_of_a_running_database(
+    fresh_url: str,
+) -> None:
+    conn = await asyncpg.connect(fresh_url)
+    try:
+        await conn.execute("CREATE TABLE schema_migrations (version text PRIMARY KEY,"
+                           " applied_at timestamptz NOT NULL DEFAULT now())")  # fmt: skip
+        for path in migration_files():
+            if path.stem >= "0007":
+                break
+            await conn.execute(path.read_text())
+            await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", path.stem)
+        task = await insert_task(conn, await insert_agent(conn), state="input-required")
+        await insert_event(conn, task, 1, new_state="input-required")
+        await conn.execute(
+            "UPDATE a2a_tasks SET claim_token = gen_random_uuid(),"
+            " claim_expires_at = now() + interval '1 hour'"
+        )
+
+        applied = await migrate_url(fresh_url)
+
+        assert applied[0].startswith("0007")
+        row = await conn.fetchrow("SELECT state, claim_token FROM a2a_tasks")
+        assert (row["state"], row["claim_token"] is not None) == ("input-required", True)
+        assert await conn.fetchval("SELECT count(*) FROM a2a_task_events") == 1
+        with pytest.raises(asyncpg.CheckViolationError):
+            await conn.execute("UPDATE a2a_tasks SET state = 'done'")
+    finally:
+        await conn.close()
+
+
 async def test_every_canonical_state_is_accepted(db: asyncpg.Connection) -> None:
     agent = await insert_agent(db)
     for state in STATES:

@@ -17,6 +17,7 @@ from a2a_continue.runtime.gateway import Gateway
 from a2a_continue.runtime.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings
 from tests.support.client import Client, Response, register
+from tests.support.database import TASKS_WITH_CLAIMS
 from tests.support.fakes import JSON, Scripted, StartFake, rpc_result
 from tests.support.servers import serve_asgi
 
@@ -73,7 +74,7 @@ async def test_every_route_answers_503_while_a_lock_holds_its_tables(
         await transaction.rollback()
 
     assert len(fake.received) == 1
-    claim = await db.fetchval("SELECT claim_token FROM a2a_tasks")
+    claim = await db.fetchval(f"SELECT token FROM {TASKS_WITH_CLAIMS}")
     assert claim is None
     r = await quick.call("POST", task + "/messages", {"text": "x"})
     assert r.status == 200, r.raw
@@ -105,7 +106,7 @@ async def test_a_follow_up_whose_event_log_hangs_still_answers_and_releases_its_
     finally:
         await locker[0].rollback()
     assert r.status == 200, r.raw
-    row = await db.fetchrow("SELECT state, claim_token FROM a2a_tasks")
+    row = await db.fetchrow(f"SELECT state, token AS claim_token FROM {TASKS_WITH_CLAIMS}")
     assert row is not None
     assert (row["state"], row["claim_token"]) == ("completed", None)
 

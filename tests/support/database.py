@@ -66,7 +66,32 @@ async def counts(db: asyncpg.Connection) -> tuple[int, int, int]:
 
 async def claim_of(db: asyncpg.Connection, task_id: str) -> tuple[Any, Any]:
     row = await db.fetchrow(
-        "SELECT claim_token, claim_expires_at FROM a2a_tasks WHERE task_id = $1", task_id
+        "SELECT token AS claim_token, expires_at AS claim_expires_at"
+        f" FROM {TASKS_WITH_CLAIMS} WHERE task_id = $1",
+        task_id,
     )
     assert row is not None
     return row["claim_token"], row["claim_expires_at"]
+
+
+# Read a task's claim beside its row: select `token AS claim_token` (or `expires_at`) from this.
+TASKS_WITH_CLAIMS = "a2a_tasks LEFT JOIN a2a_claims ON a2a_claims.task = a2a_tasks.id"
+
+
+async def hold_claim(
+    db: asyncpg.Connection, interval: str = "1 hour", task_id: str | None = None
+) -> uuid.UUID:
+    """Claim every task (or ``task_id``) as a follow-up in flight would, expiring ``interval``
+    from now (a negative one: a holder that died); return the claim's token."""
+    token = uuid.uuid4()
+    await db.execute(
+        "INSERT INTO a2a_claims (task, token, expires_at)"
+        " SELECT id, $1, now() + $2::text::interval FROM a2a_tasks"
+        " WHERE $3::text IS NULL OR task_id = $3"
+        " ON CONFLICT (task) DO UPDATE"
+        " SET token = EXCLUDED.token, expires_at = EXCLUDED.expires_at",
+        token,
+        interval,
+        task_id,
+    )
+    return token

@@ -11,6 +11,7 @@ from typing import Any
 import asyncpg
 
 from tests.support.client import Client
+from tests.support.database import TASKS_WITH_CLAIMS
 from tests.support.fakes import Script
 from tests.support.sse_client import Event, all_events
 
@@ -52,7 +53,8 @@ async def task_events(db: asyncpg.Connection, task_id: str) -> list[tuple[Any, .
 
 async def task_row(db: asyncpg.Connection, task_id: str) -> asyncpg.Record:
     row = await db.fetchrow(
-        "SELECT state, status_message, artifacts, claim_token FROM a2a_tasks WHERE task_id = $1",
+        "SELECT state, status_message, artifacts, token AS claim_token"
+        f" FROM {TASKS_WITH_CLAIMS} WHERE task_id = $1",
         task_id,
     )
     assert row is not None
