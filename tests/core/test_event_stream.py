@@ -17,6 +17,7 @@ from a2a_continue.app import create_app
 from a2a_continue.core.tasks import append_event, record_outcome
 from a2a_continue.settings import Settings
 from tests.support.client import Client, register, token
+from tests.support.database import direct_url
 from tests.support.processes import GatewayProcess
 from tests.support.servers import serve_asgi
 from tests.support.sse_client import Event, events
@@ -380,7 +381,7 @@ async def test_a_stream_whose_database_goes_away_ends_and_resumes_where_it_stopp
 ) -> None:
     agent, row = await seed(db)
     name = await db.fetchval("SELECT current_database()")
-    admin = await asyncpg.connect(server_url)
+    admin = await asyncpg.connect(direct_url(server_url))
     try:
         async with gateway(settings, stream_poll_s=0.2) as client:
             async with stream(client, agent) as (_, received):

@@ -12,7 +12,7 @@ import msgspec
 from a2a_continue.core import leases, watches
 from tests.support.agents import BUSY_TYPE, register_fake
 from tests.support.client import Client, assert_problem, register
-from tests.support.database import insert_agent
+from tests.support.database import insert_agent, statement_cache
 from tests.support.fakes import SseAgent, StartFake, rpc_result
 from tests.support.fakes import task_body as agent_task
 from tests.support.streams import STREAMING, frame, post_stream, snapshot, status
@@ -22,7 +22,7 @@ LEASE_S = 5.0
 
 
 async def connect(url: str) -> asyncpg.Connection:
-    conn = await asyncpg.connect(url)
+    conn = await asyncpg.connect(url, statement_cache_size=statement_cache())
     for name in ("json", "jsonb"):
         await conn.set_type_codec(
             name,
