@@ -230,7 +230,7 @@ async def test_deleting_an_agent_cascades_to_tasks_and_events(db: asyncpg.Connec
 
 
 async def test_more_callers_than_connections_are_all_served_in_turn(database_url: str) -> None:
-    pool = await create_pool(database_url, 2)
+    pool = await create_pool(database_url, 2, statement_cache=statement_cache())
     held = HeldConnections(pool, 2)
 
     async def turn(n: int) -> int:
@@ -251,7 +251,7 @@ async def test_more_callers_than_connections_are_all_served_in_turn(database_url
 
 
 async def test_a_connection_whose_turn_failed_goes_back_to_the_pool(database_url: str) -> None:
-    pool = await create_pool(database_url, 2)
+    pool = await create_pool(database_url, 2, statement_cache=statement_cache())
     held = HeldConnections(pool, 2)
     try:
         conn = await held.acquire()
@@ -268,7 +268,7 @@ async def test_a_connection_whose_turn_failed_goes_back_to_the_pool(database_url
 
 
 async def test_a_waiter_that_gives_up_leaves_the_connection_to_the_next(database_url: str) -> None:
-    pool = await create_pool(database_url, 1)
+    pool = await create_pool(database_url, 1, statement_cache=statement_cache())
     held = HeldConnections(pool, 1)
     try:
         first = await held.acquire()
@@ -294,7 +294,9 @@ def closed(conn: Any) -> bool:
 async def test_a_connection_the_server_ended_while_lent_goes_back_without_error(
     database_url: str, db: asyncpg.Connection
 ) -> None:
-    pool = await create_pool(database_url, 1)
+    # Straight to PostgreSQL: a pooler keeps its client's connection open when the server
+    # ends the session behind it (the next statement gets another session).
+    pool = await create_pool(direct_url(database_url), 1)
     held = HeldConnections(pool, 1)
     try:
         conn = await held.acquire()

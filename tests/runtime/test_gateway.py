@@ -114,7 +114,9 @@ async def test_a_follow_up_whose_event_log_hangs_still_answers_and_releases_its_
 
 async def test_waiting_for_a_pooled_connection_is_bounded(settings: Settings) -> None:
     assert settings.database_url
-    pool = await create_pool(settings.database_url, 1, timeout_s=BOUND_S)
+    pool = await create_pool(
+        settings.database_url, 1, timeout_s=BOUND_S, statement_cache=settings.db_statement_cache
+    )
     bounded = msgspec.structs.replace(settings, db_timeout_s=BOUND_S)
     async with aiohttp.ClientSession() as session:
         gw = Gateway(bounded, pool, session, Sealer(decode_key(settings.encryption_key)))
