@@ -73,6 +73,8 @@ default_pool_size = 20
 max_db_connections = 40
 server_lifetime = 3600
 query_wait_timeout = 30
+; Retry a failed server login after 1 s, not 15 (tests make a database refuse connections)
+server_login_retry = 1
 logfile = $RUN/pgbouncer.log
 pidfile = $RUN/pgbouncer.pid
 INI

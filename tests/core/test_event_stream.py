@@ -21,6 +21,7 @@ from tests.support.database import direct_url
 from tests.support.processes import GatewayProcess
 from tests.support.servers import serve_asgi
 from tests.support.sse_client import Event, events
+from tests.support.waiting import eventually
 
 ALICE = "alice@example.com"
 STREAM = {"Accept": "text/event-stream"}
@@ -376,6 +377,10 @@ async def test_an_event_written_by_another_gateway_process_reaches_a_stream_with
         assert await rest(received) == []
 
 
+async def answers(client: Client, path: str) -> bool:
+    return (await client.call("GET", path)).status == 200
+
+
 async def test_a_stream_whose_database_goes_away_ends_and_resumes_where_it_stopped(
     settings: Settings, db: asyncpg.Connection, server_url: str
 ) -> None:
@@ -398,6 +403,10 @@ async def test_a_stream_whose_database_goes_away_ends_and_resumes_where_it_stopp
                 finally:
                     await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
             await settle(db, row, "completed")
+            # Back for the gateway too (a pooler between waits before it logs in again).
+            await eventually(
+                lambda: answers(client, f"/v1/a2a/{agent}/tasks/T"), "the task read again"
+            )
             resume = {"Last-Event-ID": first[0].id or ""}
             async with stream(client, agent, headers=resume) as (_, received):
                 assert seqs(await rest(received)) == [2]
