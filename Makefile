@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install run test lint demo bench walkthrough compose-smoke clean
+.PHONY: install run test lint demo bench walkthrough compose-smoke clean compose-ha-smoke
 
 $(RUN_STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -44,3 +44,6 @@ compose-smoke:
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+compose-ha-smoke: $(RUN_STAMP)
+	bash scripts/compose_ha_smoke.sh

@@ -181,10 +181,10 @@ fi
 timeout 20 docker buildx version > /dev/null 2>&1 || export COMPOSE_BAKE=false
 
 step "configuration"
-read -r GW_PORT GW1_PORT GW2_PORT AGENT_PORT PG_PORT PGB_PORT < <(python3 - << 'PY'
+read -r GW_PORT GW1_PORT GW2_PORT AGENT_PORT SLOW_PORT PG_PORT PGB_PORT < <(python3 - << 'PY'
 import socket
 
-held = [socket.socket() for _ in range(6)]
+held = [socket.socket() for _ in range(7)]
 for s in held:
     s.bind(("127.0.0.1", 0))
 print(*(s.getsockname()[1] for s in held))
@@ -202,6 +202,7 @@ A2AC_SMOKE_GATEWAY_PORT=$GW_PORT
 A2AC_SMOKE_GW1_PORT=$GW1_PORT
 A2AC_SMOKE_GW2_PORT=$GW2_PORT
 A2AC_SMOKE_AGENT_PORT=$AGENT_PORT
+A2AC_SMOKE_SLOW_AGENT_PORT=$SLOW_PORT
 A2AC_SMOKE_PG_PORT=$PG_PORT
 A2AC_SMOKE_PGB_PORT=$PGB_PORT
 A2AC_SMOKE_PIP_CERT=$(pip_cert)
@@ -220,6 +221,6 @@ compose 60 ps --format '{{.Service}} {{.State}} {{.Status}}'
 
 step "the proofs, through HAProxy (scripts/compose_ha_smoke.py)"
 HA_COMPOSE="${COMPOSE[*]} -p $PROJECT -f docker-compose.ha.yml -f $OVERRIDE --env-file $RUN/smoke.env" \
-  HA_GATEWAY_PORT=$GW_PORT HA_AGENT_PORT=$AGENT_PORT HA_JWT_SECRET=$JWT_SECRET \
-  HA_PG_PORT=$PG_PORT HA_RUN=$RUN \
+  HA_GATEWAY_PORT=$GW_PORT HA_GW1_PORT=$GW1_PORT HA_GW2_PORT=$GW2_PORT \
+  HA_AGENT_PORT=$AGENT_PORT HA_SLOW_AGENT_PORT=$SLOW_PORT HA_JWT_SECRET=$JWT_SECRET HA_RUN=$RUN \
   timeout 1500 .venv/bin/python scripts/compose_ha_smoke.py

@@ -17,7 +17,7 @@ import pytest
 from a2a_continue import cli
 from a2a_continue.runtime.secrets import load_or_create_secrets
 from a2a_continue.settings import Settings
-from tests.support.database import create_database, drop_database, with_database
+from tests.support.database import create_database, drop_database, topology_env, with_database
 from tests.support.ports import free_port
 from tests.support.processes import clean_env, ready, run_cli, start_serve, wait_ready
 
@@ -65,7 +65,8 @@ def test_migrate_applies_pending_migrations_once(server_url: str) -> None:
     name = f"a2ac_cli_{os.getpid()}"
     asyncio.run(create_database(server_url, name))
     try:
-        env = clean_env(A2AC_DATABASE_URL=with_database(server_url, name))
+        url = with_database(server_url, name)
+        env = clean_env(A2AC_DATABASE_URL=url, **topology_env(url))
         first, second = run_cli("migrate", env=env), run_cli("migrate", env=env)
     finally:
         asyncio.run(drop_database(server_url, name))
