@@ -127,7 +127,7 @@ find_compose() {
   elif [ -x "$CACHE/bin/docker-compose-$COMPOSE_VERSION" ]; then
     COMPOSE=("$CACHE/bin/docker-compose-$COMPOSE_VERSION")
   else
-    fail "no Docker Compose v2 (make compose-smoke fetches one)"
+    return 1
   fi
 }
 
@@ -166,7 +166,7 @@ if [ -n "$OWN_DAEMON" ]; then
     export DOCKER_HOST=unix://$DOCKER_STATE/docker.sock
   fi
 fi
-find_compose 2> /dev/null || true
+find_compose || true
 if [ ${#COMPOSE[@]} = 0 ] || ! images_present; then
   step "base images (make compose-smoke builds them)"
   stop_daemon
@@ -174,7 +174,7 @@ if [ ${#COMPOSE[@]} = 0 ] || ! images_present; then
     { tail -30 "$RUN/compose-smoke.log"; fail "make compose-smoke failed"; }
   tail -1 "$RUN/compose-smoke.log"
   if [ -n "$OWN_DAEMON" ]; then start_daemon; fi
-  find_compose
+  find_compose || fail "no Docker Compose v2 after make compose-smoke"
   images_present || fail "no base images after make compose-smoke"
 fi
 "${COMPOSE[@]}" version
