@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install run test lint demo bench walkthrough compose-smoke clean test-browser js-clients
+.PHONY: install run test lint demo bench walkthrough compose-smoke clean test-browser js-clients compose-ha-smoke
 
 $(RUN_STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -62,3 +62,6 @@ $(JS_STAMP): $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
 	else echo "npm is absent: the JavaScript client tests will be skipped"; fi
 
 js-clients: $(JS_STAMP)
+
+compose-ha-smoke: $(RUN_STAMP)
+	bash scripts/compose_ha_smoke.sh

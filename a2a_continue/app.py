@@ -64,11 +64,15 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[dict[str, Any]]:
         pool = await create_pool(
-            database_url, settings.pool_size, on_query, timeout_s=settings.db_timeout_s
+            database_url,
+            settings.pool_size,
+            on_query,
+            timeout_s=settings.db_timeout_s,
+            statement_cache=settings.db_statement_cache,
         )
         sweeper = start_sweeper(pool, settings.idempotency_sweep_s)
         session = agent_session(settings)
-        hub = Hub(database_url, listen=settings.listen)
+        hub = Hub(settings.listen_database_url or database_url, listen=settings.listen)
         streams = OpenStreams(settings.max_streams)
         await hub.start()
         held = HeldConnections(pool, settings.pool_size)

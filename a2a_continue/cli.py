@@ -21,6 +21,7 @@ from a2a_continue.ops.embedded import EmbeddedUnavailable
 from a2a_continue.ops.startup import (
     StartupError,
     check_database,
+    check_listen,
     check_port,
     shown_path,
     write_admin_token,
@@ -93,7 +94,9 @@ def serve(settings: Settings) -> int:
         assert ready.database_url
         if not _database_answers(ready.database_url):
             return 1
-        asyncio.run(migrate_url(ready.database_url))
+        if ready.listen and not _listen_answers(ready):
+            return 1
+        asyncio.run(migrate_url(ready.database_url, ready.db_statement_cache))
         url = f"http://{ready.host}:{ready.port}"
         print(f"a2a-continue serving on {url}", flush=True)
         if embedded:
@@ -120,6 +123,18 @@ def _database_answers(database_url: str) -> bool:
     return True
 
 
+def _listen_answers(settings: Settings) -> bool:
+    """Check the LISTEN connection reaches PostgreSQL itself; print why not."""
+    assert settings.database_url
+    listen_url = settings.listen_database_url or settings.database_url
+    try:
+        asyncio.run(check_listen(listen_url, settings.database_url))
+    except StartupError as exc:
+        print(exc, file=sys.stderr)
+        return False
+    return True
+
+
 def _exit(signum: int, frame: object) -> None:
     raise SystemExit(0)
 
@@ -130,7 +145,7 @@ def migrate(settings: Settings) -> int:
         assert ready.database_url
         if not _database_answers(ready.database_url):
             return 1
-        applied = asyncio.run(migrate_url(ready.database_url))
+        applied = asyncio.run(migrate_url(ready.database_url, ready.db_statement_cache))
     print("applied: " + (", ".join(applied) or "nothing, the schema is current"))
     return 0
 

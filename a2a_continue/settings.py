@@ -76,6 +76,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # be used, and how long the token it is exchanged for lasts.
     console_code_ttl_s: float = 300.0
     console_token_ttl_s: float = 3600.0
+    # A real topology: replicas behind a load balancer, a connection pooler before PostgreSQL.
+    # Prepared statements asyncpg keeps per connection (0: none, for transaction pooling).
+    db_statement_cache: int = 100
+    # Where each process's one LISTEN connection goes (straight to PostgreSQL); unset: the
+    # database URL.
+    listen_database_url: str | None = None
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -97,6 +103,16 @@ def _integer(env: Mapping[str, str], name: str, default: int, high: int | None =
         limit = f" up to {high}" if high is not None else ""
         raise SettingsError(f"{name} must be a whole number{limit}, got {env[name]!r}")
     return int(value)
+
+
+def _count(env: Mapping[str, str], name: str, default: int) -> int:
+    """A whole number, 0 included."""
+    raw = (env.get(name) or "").strip()
+    if raw == "":
+        return default
+    if not raw.isdigit():
+        raise SettingsError(f"{name} must be a whole number (0 or more), got {env[name]!r}")
+    return int(raw)
 
 
 def _http_url(env: Mapping[str, str], name: str) -> str:
@@ -182,6 +198,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         # The console
         console_code_ttl_s=_number(env, "A2AC_CONSOLE_CODE_TTL_S", 300.0),
         console_token_ttl_s=_number(env, "A2AC_CONSOLE_TOKEN_TTL_S", 3600.0),
+        # A real topology: replicas, a connection pooler.
+        db_statement_cache=_count(env, "A2AC_DB_STATEMENT_CACHE", 100),
+        listen_database_url=env.get("A2AC_LISTEN_DATABASE_URL") or None,
     )
     return _check_watch(settings)
 

@@ -11,6 +11,11 @@ swapped for its own), and compares each output with the `# →` lines under it:
 - for a server, each `# →` line must appear in what it prints.
 
 Exit 0 when every step gave its answer; else 1, naming the step and what came instead.
+
+Against servers already running (the compose stacks' smoke tests): WALK_GATEWAY_PORT and
+WALK_AGENT_PORT (on 127.0.0.1) stand for the README's ports, the server steps are skipped,
+WALK_DATA_DIR holds the admin-token file and WALK_JWT_SECRET is the gateway's secret (for
+the `token` steps).
 """
 
 from __future__ import annotations
@@ -108,6 +113,13 @@ class Walk:
 
     def __init__(self, data_dir: Path) -> None:
         self.ports = {name: free_port() for name in README_PORTS}
+        # Servers already running (see the module's docstring): their ports, no start.
+        self.running = bool(os.environ.get("WALK_GATEWAY_PORT"))
+        if self.running:
+            self.ports = {
+                "gateway": int(os.environ["WALK_GATEWAY_PORT"]),
+                "agent": int(os.environ["WALK_AGENT_PORT"]),
+            }
         self.data_dir = data_dir
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("A2AC_")}
         self.env.update(
@@ -115,6 +127,8 @@ class Walk:
             A2AC_PORT=str(self.ports["gateway"]),
             PYTHONUNBUFFERED="1",
         )
+        if self.running:
+            self.env["A2AC_JWT_SECRET"] = os.environ["WALK_JWT_SECRET"]
         self.servers: list[subprocess.Popen[str]] = []
         self.functions = ""
 
@@ -168,7 +182,7 @@ class Walk:
     def run(self, step: Step) -> str | None:
         """Run one step; return what is wrong, or None."""
         if step.is_server:
-            return self.start_server(step)
+            return None if self.running else self.start_server(step)
         command = self.localize(step.command)
         name = step.assigns
         if name is not None:
@@ -275,7 +289,8 @@ def main() -> int:
     if not steps or not any(step.expected for step in steps):
         print("walkthrough: no steps with answers found in README.md", file=sys.stderr)
         return 1
-    data_dir = Path(tempfile.mkdtemp(prefix="a2ac-walkthrough-"))
+    given = os.environ.get("WALK_DATA_DIR")
+    data_dir = Path(given) if given else Path(tempfile.mkdtemp(prefix="a2ac-walkthrough-"))
     walk = Walk(data_dir)
     walk.functions = "\n".join(functions)
     failed = False
@@ -291,7 +306,8 @@ def main() -> int:
                 break
     finally:
         walk.stop()
-        shutil.rmtree(data_dir, ignore_errors=True)
+        if not given:
+            shutil.rmtree(data_dir, ignore_errors=True)
     print("walkthrough: " + ("FAILED" if failed else f"all {len(steps)} steps gave their answers"))
     return 1 if failed else 0
 

@@ -22,7 +22,13 @@ from a2a_continue.runtime.hub import EVENTS_CHANNEL
 from a2a_continue.runtime.secrets import new_key
 from a2a_continue.settings import Settings
 from tests.support.client import JWT_SECRET, Client
-from tests.support.database import create_database, drop_database, with_database
+from tests.support.database import (
+    create_database,
+    direct_url,
+    drop_database,
+    statement_cache,
+    with_database,
+)
 from tests.support.fakes import FakeAgent, Handler, Script, SseAgent
 from tests.support.ports import free_port
 from tests.support.processes import CLAIM_MARGIN_S, GatewayProcess, gateway_env, serve_process
@@ -52,7 +58,7 @@ def database_url(server_url: str) -> Iterator[str]:
     name = f"a2ac_test_{uuid.uuid4().hex[:12]}"
     asyncio.run(create_database(server_url, name))
     url = with_database(server_url, name)
-    asyncio.run(migrate_url(url))
+    asyncio.run(migrate_url(url, statement_cache()))
     try:
         yield url
     finally:
@@ -62,7 +68,7 @@ def database_url(server_url: str) -> Iterator[str]:
 @pytest.fixture
 async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     """A direct connection to the test database, emptied before the test."""
-    conn = await asyncpg.connect(database_url)
+    conn = await asyncpg.connect(direct_url(database_url))
     for name in ("json", "jsonb"):
         await conn.set_type_codec(
             name,
@@ -89,6 +95,10 @@ def settings(database_url: str) -> Settings:
         claim_margin_s=1.0,
         max_body_bytes=64 * 1024,
         pool_size=5,
+        db_statement_cache=statement_cache(),
+        listen_database_url=(
+            direct_url(database_url) if os.environ.get("A2AC_LISTEN_DATABASE_URL") else None
+        ),
     )
 
 
@@ -138,7 +148,7 @@ async def fake_agent() -> AsyncIterator[Callable[[Handler], Awaitable[FakeAgent]
 @pytest.fixture
 async def notifications(database_url: str) -> AsyncIterator[asyncio.Queue[str]]:
     """What a connection LISTENing on the events channel receives."""
-    conn = await asyncpg.connect(database_url)
+    conn = await asyncpg.connect(direct_url(database_url))
     queue: asyncio.Queue[str] = asyncio.Queue()
     await conn.add_listener(EVENTS_CHANNEL, lambda _c, _p, _ch, payload: queue.put_nowait(payload))
     try:

@@ -20,7 +20,7 @@ import pytest
 from a2a_continue import cli
 from a2a_continue.runtime.secrets import load_or_create_secrets
 from a2a_continue.settings import Settings
-from tests.support.database import create_database, drop_database, with_database
+from tests.support.database import create_database, drop_database, topology_env, with_database
 from tests.support.ports import free_port
 from tests.support.processes import clean_env, ready, run_cli, start_serve, wait_ready
 
@@ -68,7 +68,8 @@ def test_migrate_applies_pending_migrations_once(server_url: str) -> None:
     name = f"a2ac_cli_{os.getpid()}"
     asyncio.run(create_database(server_url, name))
     try:
-        env = clean_env(A2AC_DATABASE_URL=with_database(server_url, name))
+        url = with_database(server_url, name)
+        env = clean_env(A2AC_DATABASE_URL=url, **topology_env(url))
         first, second = run_cli("migrate", env=env), run_cli("migrate", env=env)
     finally:
         asyncio.run(drop_database(server_url, name))
@@ -167,7 +168,7 @@ def test_console_prints_a_one_time_link_whose_code_is_stored_hashed(database_url
 
 
 async def _stored_codes(database_url: str) -> list[bytes]:
-    conn = await asyncpg.connect(database_url)
+    conn = await asyncpg.connect(direct_url(database_url))
     try:
         return [row[0] for row in await conn.fetch("SELECT code_sha256 FROM a2a_console_codes")]
     finally:

@@ -219,3 +219,25 @@ def test_serving_and_logging_settings_are_read() -> None:
 def test_a_bad_serving_or_logging_setting_is_refused_by_name(name: str, value: str) -> None:
     with pytest.raises(SettingsError, match=name):
         load_settings({name: value})
+
+
+def test_topology_settings_default_to_a_statement_cache_and_no_listen_url() -> None:
+    settings = load_settings({})
+    assert (settings.db_statement_cache, settings.listen_database_url) == (100, None)
+
+
+def test_topology_settings_are_read_from_their_variables() -> None:
+    settings = load_settings(
+        {
+            "A2AC_DB_STATEMENT_CACHE": "0",
+            "A2AC_LISTEN_DATABASE_URL": "postgresql://gw@postgres:5432/gw",
+        }
+    )
+    assert settings.db_statement_cache == 0
+    assert settings.listen_database_url == "postgresql://gw@postgres:5432/gw"
+
+
+@pytest.mark.parametrize("raw", ["-1", "ten", "2.5"])
+def test_a_statement_cache_that_is_not_a_whole_number_is_refused(raw: str) -> None:
+    with pytest.raises(SettingsError, match="A2AC_DB_STATEMENT_CACHE"):
+        load_settings({"A2AC_DB_STATEMENT_CACHE": raw})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
@@ -9,6 +10,8 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
+
+from a2a_continue.runtime.db import NotDirect, check_direct
 
 DATABASE_CONNECT_TIMEOUT_S = 10.0
 ADMIN_TOKEN_FILE = "admin-token"
@@ -70,6 +73,46 @@ async def check_database(url: str) -> None:
     except (ValueError, asyncpg.InterfaceError) as exc:
         raise StartupError(f"the database URL is not usable: {_one_line(str(exc))}") from None
     await conn.close()
+
+
+async def check_listen(listen_url: str, database_url: str) -> None:
+    """Refuse to start when the LISTEN connection would not reach PostgreSQL itself (a pooler
+    between, see ``check_direct``) or reaches another database than the statements."""
+    where = database_name(listen_url)
+    try:
+        conn = await asyncpg.connect(listen_url, timeout=DATABASE_CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        reason = _one_line(str(exc)) or type(exc).__name__
+        raise StartupError(f"cannot open the LISTEN connection to {where}: {reason}") from None
+    try:
+        async with asyncio.timeout(DATABASE_CONNECT_TIMEOUT_S):
+            try:
+                await check_direct(conn)
+            except NotDirect as exc:
+                raise StartupError(
+                    f"LISTEN cannot go through {where}: {exc}; set A2AC_LISTEN_DATABASE_URL"
+                    " to a URL straight to PostgreSQL"
+                ) from None
+            listening = await conn.fetchval("SELECT current_database()")
+        if listen_url != database_url:
+            other = await asyncpg.connect(
+                database_url, timeout=DATABASE_CONNECT_TIMEOUT_S, statement_cache_size=0
+            )
+            try:
+                async with asyncio.timeout(DATABASE_CONNECT_TIMEOUT_S):
+                    writing = await other.fetchval("SELECT current_database()")
+            finally:
+                await other.close()
+            if listening != writing:
+                raise StartupError(
+                    f"A2AC_LISTEN_DATABASE_URL names database {listening!r} and"
+                    f" A2AC_DATABASE_URL {writing!r}: notifications would never arrive"
+                )
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        reason = _one_line(str(exc)) or type(exc).__name__
+        raise StartupError(f"cannot check the LISTEN connection to {where}: {reason}") from None
+    finally:
+        conn.terminate()
 
 
 def _one_line(text: str) -> str:

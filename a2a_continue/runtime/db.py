@@ -44,9 +44,10 @@ DB_DOWN = (
 DB_SLOW = (TimeoutError, asyncpg.QueryCanceledError)
 DB_FAULTS = DB_SLOW + DB_DOWN
 
-# The client's own bounds come this long after the server's statement_timeout, so that a
-# slow statement is ended by the server (its connection stays usable) and the client ends
-# only what a frozen server never answers.
+# A loan's own bound comes this long after each statement's (`command_timeout`), so that a
+# slow statement is cancelled by its own timer (asyncpg sends PostgreSQL a cancel request,
+# which a pooler forwards, and the connection stays usable) and the loan's bound ends only
+# what that leaves: a frozen server, a wait for a connection, a block of several statements.
 CLIENT_GRACE_S = 0.25
 
 
@@ -81,12 +82,22 @@ async def _keep_session(conn: Connection) -> None:
 
 
 async def create_pool(
-    url: str, size: int, on_query: QueryLogger | None = None, *, timeout_s: float | None = None
+    url: str,
+    size: int,
+    on_query: QueryLogger | None = None,
+    *,
+    timeout_s: float | None = None,
+    statement_cache: int = 100,
 ) -> Pool:
     """Open the pool; ``on_query`` sees every statement (used to count round trips).
 
-    ``timeout_s`` bounds each connect and each statement (client and server side); a
-    loan's whole wait is bounded by the gateway (`Gateway.connection`).
+    ``timeout_s`` bounds each connect and each statement, on the client's clock: a statement
+    past it is cancelled on the server (a cancel request, which PgBouncer forwards) and
+    fails with TimeoutError. No startup parameter is sent (a pooler refuses those it does
+    not know, such as ``statement_timeout``). A loan's whole wait is bounded by the gateway
+    (`Gateway.connection`). ``statement_cache`` 0 turns off asyncpg's prepared-statement
+    cache (for a pooler in transaction mode, where a named statement prepared in one
+    transaction is gone in the next).
     """
 
     async def init(conn: Connection) -> None:
@@ -98,13 +109,15 @@ async def create_pool(
     # down and /readyz (and every route) answers 503 instead of the process dying.
     bounds: dict[str, Any] = {}
     if timeout_s is not None:
-        bounds = {
-            "timeout": timeout_s,
-            "command_timeout": timeout_s + CLIENT_GRACE_S,
-            "server_settings": {"statement_timeout": str(max(1, int(timeout_s * 1000)))},
-        }
+        bounds = {"timeout": timeout_s, "command_timeout": timeout_s}
     pool = await asyncpg.create_pool(
-        url, min_size=0, max_size=size, init=init, reset=_keep_session, **bounds
+        url,
+        min_size=0,
+        max_size=size,
+        init=init,
+        reset=_keep_session,
+        statement_cache_size=statement_cache,
+        **bounds,
     )
     assert pool is not None
     return pool
@@ -132,7 +145,7 @@ class HeldConnections:
         """A held connection still open, or None; never waits."""
         while self.idle:
             conn = self.idle.pop()
-            if _usable(conn):
+            if usable(conn):
                 return conn
             # Its server end went away while it waited here (a restart, a terminated
             # backend): the pool replaces it, rather than a caller getting a 503 for it.
@@ -170,14 +183,16 @@ class HeldConnections:
             return await self.acquire(wait_s)
         return conn
 
-    async def release(self, conn: Any, clean: bool) -> None:
-        """Pass on a connection that ended its turn cleanly; return any other to the pool."""
-        if clean and _usable(conn) and not conn.is_in_transaction():
+    async def release(self, conn: Any, clean: bool, timeout_s: float | None = None) -> None:
+        """Pass on a connection that ended its turn cleanly; return any other to the pool
+        (which waits for a cancelled statement to end and rolls back, within ``timeout_s``,
+        else terminates the connection)."""
+        if clean and usable(conn) and not conn.is_in_transaction():
             self._hand_on(conn)
             return
         self.out -= 1
         try:
-            await self.pool.release(conn)
+            await self.pool.release(conn, timeout=timeout_s)
         finally:
             self._wake()
 
@@ -203,7 +218,7 @@ class HeldConnections:
             await self.pool.release(conn)
 
 
-def _usable(conn: Any) -> bool:
+def usable(conn: Any) -> bool:
     """Tell whether a lent connection is still open (asyncpg detaches one that closed)."""
     try:
         return not conn.is_closed()
@@ -211,36 +226,67 @@ def _usable(conn: Any) -> bool:
         return False
 
 
-async def migrate(conn: Connection) -> list[str]:
-    """Apply each migration not yet recorded, each in its own transaction; return those applied."""
-    applied_now: list[str] = []
-    await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_ID)
-    try:
-        await conn.execute(
-            """
-            CREATE TABLE IF NOT EXISTS schema_migrations (
-                version    text PRIMARY KEY,
-                applied_at timestamptz NOT NULL DEFAULT now()
-            )
-            """
+class NotDirect(Exception):
+    """A connection that does not end at a PostgreSQL session of its own (a pooler between)."""
+
+
+async def check_direct(conn: Conn) -> None:
+    """Refuse a connection whose statements may run in more than one PostgreSQL session.
+
+    PostgreSQL announces its backend's pid when a connection opens; a pooler announces one
+    of its own (PgBouncer a random key). So the pid the connection announced, and the
+    ``pg_backend_pid()`` of two statements run one after the other (each its own
+    transaction), are all the same only on a connection straight to PostgreSQL.
+    """
+    announced = conn.get_server_pid()
+    first = await conn.fetchval("SELECT pg_backend_pid()")
+    second = await conn.fetchval("SELECT pg_backend_pid()")
+    if not announced == first == second:
+        raise NotDirect(
+            "the connection does not go straight to PostgreSQL (a connection pooler is"
+            f" in between: pid announced {announced}, then {first} and {second})"
         )
+
+
+MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    text PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)"""
+
+
+async def migrate(conn: Conn) -> list[str]:
+    """Apply each migration not yet recorded, each in its own transaction; return those applied.
+
+    Each transaction takes the migrations' lock for itself (``pg_advisory_xact_lock``), so
+    replicas starting together apply each file once, straight to PostgreSQL or through a
+    pooler in transaction mode (where a session's lock could be taken in one server session
+    and released in another).
+    """
+    applied_now: list[str] = []
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK_ID)
+        await conn.execute(MIGRATIONS_TABLE)
         done = {row["version"] for row in await conn.fetch("SELECT version FROM schema_migrations")}
-        for path in migration_files():
-            if path.stem in done:
+    for path in migration_files():
+        if path.stem in done:
+            continue
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK_ID)
+            # Another process may have applied it while this one waited for the lock.
+            if await conn.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)", path.stem
+            ):
                 continue
-            async with conn.transaction():
-                await conn.execute(path.read_text())
-                await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", path.stem)
-            log.info("applied migration %s", path.stem)
-            applied_now.append(path.stem)
-    finally:
-        await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_ID)
+            await conn.execute(path.read_text())
+            await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", path.stem)
+        log.info("applied migration %s", path.stem)
+        applied_now.append(path.stem)
     return applied_now
 
 
-async def migrate_url(url: str) -> list[str]:
+async def migrate_url(url: str, statement_cache: int = 100) -> list[str]:
     """Connect to ``url`` and apply the pending migrations."""
-    conn = await asyncpg.connect(url)
+    conn = await asyncpg.connect(url, statement_cache_size=statement_cache)
     try:
         return await migrate(conn)
     finally:

@@ -22,6 +22,7 @@ from a2a_continue.runtime.db import (
     Conn,
     HeldConnections,
     Record,
+    usable,
 )
 from a2a_continue.runtime.db import DB_DOWN as DB_DOWN
 from a2a_continue.runtime.hub import Hub
@@ -124,6 +125,18 @@ class Gateway:
         await asyncio.gather(*self.chores, return_exceptions=True)
 
 
+async def _settle(gw: Gateway, conn: Any) -> None:
+    """Give the pool a connection whose statement is being cancelled (terminated if the
+    cancel or the rollback does not end within the database bound)."""
+    try:
+        if gw.held is not None:
+            await gw.held.release(conn, False, gw.settings.db_timeout_s)
+        else:
+            await gw.pool.release(conn, timeout=gw.settings.db_timeout_s)
+    except (*DB_FAULTS, asyncpg.InternalClientError):
+        pass  # the pool terminated it
+
+
 class Lent:
     """One loan of a pooled connection (a class, not a generator: it is on every request's
     path twice, and a generator-based context manager costs several times more).
@@ -131,7 +144,11 @@ class Lent:
     One deadline bounds the loan: the wait for a connection (the pool's connect and its
     handshake included) and every statement of the block. When it passes, the connection
     is terminated, not closed: a frozen server would never answer a graceful close, and a
-    connection whose statement the client gave up on is in an unknown state.
+    connection whose statement the client gave up on is in an unknown state. A statement
+    that ran out of its own time (the pool's ``command_timeout``, a little shorter) has
+    been cancelled on the server by asyncpg: its connection goes back to the pool in the
+    background, which waits for the cancel to land and rolls back (or terminates it), so
+    the server stops the statement and the connection is never lent again mid-statement.
     """
 
     __slots__ = ("conn", "expired", "gw", "timer")
@@ -187,6 +204,13 @@ class Lent:
     async def __aexit__(self, kind: Any, error: Any, trace: Any) -> None:
         gw, conn = self.gw, self.conn
         fault = kind is not None and issubclass(kind, DB_FAULTS)
+        if fault and not self.expired and issubclass(kind, TimeoutError) and usable(conn):
+            # Its statement timed out and asyncpg is cancelling it on the server: let the
+            # pool wait for that (bounded) off the request's path.
+            assert self.timer is not None
+            self.timer.cancel()
+            gw.in_background(_settle(gw, conn))
+            raise self._stuck() from None
         if fault:
             # A connection that saw a fault is not lent again: nothing waits on its reset.
             self._terminate()

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 
 import asyncpg
 
-from a2a_continue.runtime.db import Conn
+from a2a_continue.runtime.db import Conn, NotDirect, check_direct
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +184,11 @@ class Hub:
                 reason = "connection closed"
             except asyncio.CancelledError:
                 raise
+            except NotDirect as exc:
+                # LISTEN through a pooler in transaction mode would listen in a server
+                # session that the next transaction no longer holds: never listen so.
+                reason = f"{exc}; point A2AC_LISTEN_DATABASE_URL straight at PostgreSQL"
+                log.error("event listener refused: %s", reason)
             except Exception as exc:
                 reason = type(exc).__name__
             # A listener that was connected retries soon; one that cannot connect backs off.
@@ -193,9 +198,18 @@ class Hub:
             await asyncio.sleep(delay)
 
     async def _listen_once(self, url: str) -> None:
-        # Interest rows are soft state (one lost in a crash costs a poll interval at most), so
-        # their commits need not wait for the WAL flush.
-        conn = await asyncpg.connect(url, server_settings={"synchronous_commit": "off"})
+        conn = await asyncpg.connect(url)
+        try:
+            async with asyncio.timeout(STATEMENT_S):
+                await check_direct(conn)
+                # Interest rows are soft state (one lost in a crash costs a poll interval
+                # at most), so their commits need not wait for the WAL flush. Set in the
+                # session, not as a startup parameter, which a pooler would refuse before
+                # the check above could say why.
+                await conn.execute("SET synchronous_commit = off")
+        except BaseException:
+            conn.terminate()
+            raise
         lost = asyncio.Event()
 
         def on_lost(_conn: Conn) -> None:

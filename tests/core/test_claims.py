@@ -12,7 +12,7 @@ from a2a_continue.core.claims import SWEEP_EXPIRED_CLAIMS
 from a2a_continue.core.tasks import RECORD_OUTCOME_STATE, SYSTEM_ACTOR
 from tests.support.agents import events, register_fake, start
 from tests.support.client import Client
-from tests.support.database import TASKS_WITH_CLAIMS, hold_claim, insert_agent
+from tests.support.database import TASKS_WITH_CLAIMS, direct_url, hold_claim, insert_agent
 from tests.support.fakes import StartFake, WeatherFake
 from tests.support.waiting import eventually
 
@@ -146,7 +146,7 @@ async def test_an_expired_claim_the_sweep_releases_while_a_follow_up_waits_is_lo
     agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
     task = await start(client, agent)
     await hold_claim(db, "-1 second")
-    sweeper = await asyncpg.connect(database_url)
+    sweeper = await asyncpg.connect(direct_url(database_url))
     try:
         sweeping = sweeper.transaction()
         await sweeping.start()

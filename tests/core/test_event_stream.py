@@ -17,9 +17,11 @@ from a2a_continue.app import create_app
 from a2a_continue.core.tasks import append_event, record_outcome
 from a2a_continue.settings import Settings
 from tests.support.client import Client, register, token
+from tests.support.database import direct_url
 from tests.support.processes import GatewayProcess
 from tests.support.servers import serve_asgi
 from tests.support.sse_client import Event, events
+from tests.support.waiting import eventually
 
 ALICE = "alice@example.com"
 STREAM = {"Accept": "text/event-stream"}
@@ -375,12 +377,16 @@ async def test_an_event_written_by_another_gateway_process_reaches_a_stream_with
         assert await rest(received) == []
 
 
+async def answers(client: Client, path: str) -> bool:
+    return (await client.call("GET", path)).status == 200
+
+
 async def test_a_stream_whose_database_goes_away_ends_and_resumes_where_it_stopped(
     settings: Settings, db: asyncpg.Connection, server_url: str
 ) -> None:
     agent, row = await seed(db)
     name = await db.fetchval("SELECT current_database()")
-    admin = await asyncpg.connect(server_url)
+    admin = await asyncpg.connect(direct_url(server_url))
     try:
         async with gateway(settings, stream_poll_s=0.2) as client:
             async with stream(client, agent) as (_, received):
@@ -397,6 +403,10 @@ async def test_a_stream_whose_database_goes_away_ends_and_resumes_where_it_stopp
                 finally:
                     await admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
             await settle(db, row, "completed")
+            # Back for the gateway too (a pooler between waits before it logs in again).
+            await eventually(
+                lambda: answers(client, f"/v1/a2a/{agent}/tasks/T"), "the task read again"
+            )
             resume = {"Last-Event-ID": first[0].id or ""}
             async with stream(client, agent, headers=resume) as (_, received):
                 assert seqs(await rest(received)) == [2]

@@ -658,7 +658,9 @@ async def test_expired_keys_are_removed_in_the_background(
 @pytest.fixture
 async def gw(settings: Settings) -> AsyncIterator[Gateway]:
     """The resources of a gateway, to drive a key as a streaming route does."""
-    pool = await create_pool(settings.database_url or "", 2)
+    pool = await create_pool(
+        settings.database_url or "", 2, statement_cache=settings.db_statement_cache
+    )
     try:
         async with aiohttp.ClientSession() as http:
             yield Gateway(settings, pool, http, Sealer(decode_key(settings.encryption_key)))

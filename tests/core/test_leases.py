@@ -14,7 +14,13 @@ from a2a_continue.core.claims import CLAIM_TASK
 from a2a_continue.core.tasks import SYSTEM_ACTOR
 from tests.support.agents import BUSY_TYPE, register_fake
 from tests.support.client import Client, assert_problem, register
-from tests.support.database import TASKS_WITH_CLAIMS, hold_claim, insert_agent
+from tests.support.database import (
+    TASKS_WITH_CLAIMS,
+    direct_url,
+    hold_claim,
+    insert_agent,
+    statement_cache,
+)
 from tests.support.fakes import SseAgent, StartFake, rpc_result
 from tests.support.fakes import task_body as agent_task
 from tests.support.streams import STREAMING, frame, post_stream, snapshot, status
@@ -24,7 +30,7 @@ LEASE_S = 5.0
 
 
 async def connect(url: str) -> asyncpg.Connection:
-    conn = await asyncpg.connect(url)
+    conn = await asyncpg.connect(url, statement_cache_size=statement_cache())
     for name in ("json", "jsonb"):
         await conn.set_type_codec(
             name,
@@ -250,7 +256,7 @@ async def test_a_hand_over_that_waited_on_a_claimer_sees_the_claim_it_committed(
 ) -> None:
     agent = await insert_agent(db)
     await add_task(db, agent, "t1")
-    claimer = await asyncpg.connect(database_url)
+    claimer = await asyncpg.connect(direct_url(database_url))
     try:
         claiming = claimer.transaction()
         await claiming.start()

@@ -14,6 +14,7 @@ import pytest
 
 from a2a_continue.core.tasks import append_event
 from tests.support.client import Client
+from tests.support.database import statement_cache
 from tests.support.fakes import StartFake
 
 JSON = dict[str, Any]
@@ -112,7 +113,9 @@ async def test_events_reject_a_bad_after_or_limit(
 @contextlib.asynccontextmanager
 async def connections(url: str, count: int) -> AsyncIterator[list[asyncpg.Connection]]:
     """Open ``count`` separate connections that encode jsonb as the service does."""
-    opened = await asyncio.gather(*(asyncpg.connect(url) for _ in range(count)))
+    opened = await asyncio.gather(
+        *(asyncpg.connect(url, statement_cache_size=statement_cache()) for _ in range(count))
+    )
     try:
         for conn in opened:
             await conn.set_type_codec(

@@ -3,6 +3,7 @@ the admin token in a 0600 file; help without markup; no token that is born expir
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import re
@@ -15,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from a2a_continue.ops.startup import database_name, write_admin_token
-from tests.support.database import with_database
+from tests.support.database import direct_url, with_database
+from tests.support.db_faults import faulty_database
 from tests.support.ports import busy_port, free_port
-from tests.support.processes import clean_env, run_cli, start_serve, wait_ready
+from tests.support.processes import CLI, clean_env, run_cli, start_serve, wait_ready
 
 SECRET = "startup-test-secret-" + "s" * 32
 KEY = base64.b64encode(os.urandom(32)).decode()
@@ -162,3 +164,49 @@ def test_serve_help_documents_host_and_port() -> None:
 )
 def test_a_database_is_named_without_its_credentials(url: str, name: str) -> None:
     assert database_name(url) == name
+
+
+async def serve_output(env: dict[str, str]) -> tuple[int, str, str]:
+    """Run ``serve`` to its end inside the event loop (a proxy of the test serves meanwhile)."""
+    process = await asyncio.create_subprocess_exec(
+        *CLI,
+        "serve",
+        "--port",
+        str(free_port()),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), 120)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_serve_refuses_in_one_line_to_listen_through_a_connection_pooler(
+    database_url: str,
+) -> None:
+    async with faulty_database(direct_url(database_url)) as pooler:
+        pooler.announced_pid = 424242  # as PgBouncer announces a key of its own
+        env = database_env(direct_url(database_url), A2AC_LISTEN_DATABASE_URL=pooler.url)
+        code, out, err = await serve_output(env)
+    assert code == 1
+    assert out == ""
+    (line,) = err.splitlines()
+    assert line.startswith("LISTEN cannot go through 127.0.0.1:")
+    assert "a connection pooler is in between" in line
+    assert line.endswith("set A2AC_LISTEN_DATABASE_URL to a URL straight to PostgreSQL")
+
+
+async def test_serve_refuses_a_listen_url_on_another_database(database_url: str) -> None:
+    elsewhere = with_database(direct_url(database_url), "postgres")
+    env = database_env(direct_url(database_url), A2AC_LISTEN_DATABASE_URL=elsewhere)
+    code, _out, err = await serve_output(env)
+    assert code == 1
+    (line,) = err.splitlines()
+    assert line.startswith("A2AC_LISTEN_DATABASE_URL names database 'postgres'")
+    assert line.endswith("notifications would never arrive")

@@ -17,7 +17,7 @@ from a2a_continue.app import create_app
 from a2a_continue.settings import Settings
 from tests.support.agents import Agent, register_fake, start
 from tests.support.client import Client, Response
-from tests.support.database import claim_of
+from tests.support.database import claim_of, direct_url
 from tests.support.db_faults import FaultyDatabase, Mode, faulty_database
 from tests.support.facade_clients import rpc
 from tests.support.fakes import Flaky, StartFake
@@ -45,10 +45,15 @@ async def faulty(
 ) -> AsyncIterator[Faulty]:
     """A gateway over the proxy (agent timeout long: a claim left held would outlive the test)
     with one agent and its task T1, waiting for a city."""
-    async with faulty_database(settings.database_url) as proxy:
+    # Straight to PostgreSQL even when the run goes through a pooler: the proxy plays the
+    # server, so it stands where the server is (and PgBouncer 1.18 crashes on a client
+    # whose server froze mid-statement, a bug of its own).
+    assert settings.database_url
+    async with faulty_database(direct_url(settings.database_url)) as proxy:
         changed = msgspec.structs.replace(
             settings,
             database_url=proxy.url,
+            listen_database_url=None,
             db_timeout_s=DB_TIMEOUT_S,
             agent_timeout_s=60.0,
             pool_size=4,

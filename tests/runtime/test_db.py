@@ -4,15 +4,31 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 import asyncpg
 import pytest
 
 from a2a_continue.a2a.protocol import CANONICAL_STATES
-from a2a_continue.runtime.db import HeldConnections, create_pool, migrate_url, migration_files
-from tests.support.database import create_database, drop_database, insert_agent, with_database
+from a2a_continue.runtime import db as runtime_db
+from a2a_continue.runtime.db import (
+    HeldConnections,
+    NotDirect,
+    check_direct,
+    create_pool,
+    migrate_url,
+    migration_files,
+)
+from tests.support.database import (
+    create_database,
+    direct_url,
+    drop_database,
+    insert_agent,
+    statement_cache,
+    with_database,
+)
+from tests.support.db_faults import faulty_database
 from tests.support.waiting import eventually
 
 # The schema must accept exactly the states the product speaks.
@@ -30,8 +46,13 @@ async def fresh_url(server_url: str) -> AsyncIterator[str]:
         await drop_database(server_url, name)
 
 
+def migrate(url: str) -> Awaitable[list[str]]:
+    """Apply the pending migrations as the run's gateways do (through its pooler, if any)."""
+    return migrate_url(url, statement_cache())
+
+
 async def recorded(url: str) -> list[str]:
-    conn = await asyncpg.connect(url)
+    conn = await asyncpg.connect(direct_url(url))
     try:
         rows = await conn.fetch("SELECT version FROM schema_migrations ORDER BY version")
         return [r["version"] for r in rows]
@@ -83,20 +104,20 @@ def test_migrations_are_numbered_sql_files() -> None:
 
 async def test_migrate_applies_every_file_once_and_records_it(fresh_url: str) -> None:
     stems = [p.stem for p in migration_files()]
-    assert await migrate_url(fresh_url) == stems
+    assert await migrate(fresh_url) == stems
     assert await recorded(fresh_url) == stems
 
 
 async def test_migrate_twice_is_a_no_op(database_url: str) -> None:
-    assert await migrate_url(database_url) == []
-    assert await migrate_url(database_url) == []
+    assert await migrate(database_url) == []
+    assert await migrate(database_url) == []
     assert await recorded(database_url) == [p.stem for p in migration_files()]
 
 
 async def test_concurrent_migrations_apply_each_file_once(fresh_url: str) -> None:
     stems = [p.stem for p in migration_files()]
-    first, second = await asyncio.gather(migrate_url(fresh_url), migrate_url(fresh_url))
-    assert sorted([first, second], key=len) == [[], stems]
+    first, second = await asyncio.gather(migrate(fresh_url), migrate(fresh_url))
+    assert sorted(first + second) == stems
     assert await recorded(fresh_url) == stems
 
 
@@ -240,7 +261,7 @@ async def test_deleting_an_agent_cascades_to_tasks_and_events(db: asyncpg.Connec
 
 
 async def test_more_callers_than_connections_are_all_served_in_turn(database_url: str) -> None:
-    pool = await create_pool(database_url, 2)
+    pool = await create_pool(database_url, 2, statement_cache=statement_cache())
     held = HeldConnections(pool, 2)
 
     async def turn(n: int) -> int:
@@ -261,7 +282,7 @@ async def test_more_callers_than_connections_are_all_served_in_turn(database_url
 
 
 async def test_a_connection_whose_turn_failed_goes_back_to_the_pool(database_url: str) -> None:
-    pool = await create_pool(database_url, 2)
+    pool = await create_pool(database_url, 2, statement_cache=statement_cache())
     held = HeldConnections(pool, 2)
     try:
         conn = await held.acquire()
@@ -278,7 +299,7 @@ async def test_a_connection_whose_turn_failed_goes_back_to_the_pool(database_url
 
 
 async def test_a_waiter_that_gives_up_leaves_the_connection_to_the_next(database_url: str) -> None:
-    pool = await create_pool(database_url, 1)
+    pool = await create_pool(database_url, 1, statement_cache=statement_cache())
     held = HeldConnections(pool, 1)
     try:
         first = await held.acquire()
@@ -304,7 +325,9 @@ def closed(conn: Any) -> bool:
 async def test_a_connection_the_server_ended_while_lent_goes_back_without_error(
     database_url: str, db: asyncpg.Connection
 ) -> None:
-    pool = await create_pool(database_url, 1)
+    # Straight to PostgreSQL: a pooler keeps its client's connection open when the server
+    # ends the session behind it (the next statement gets another session).
+    pool = await create_pool(direct_url(database_url), 1)
     held = HeldConnections(pool, 1)
     try:
         conn = await held.acquire()
@@ -321,3 +344,76 @@ async def test_a_connection_the_server_ended_while_lent_goes_back_without_error(
     finally:
         await held.close()
         await pool.close()
+
+
+# ---- through a connection pooler: no named statements, bounds on the client, the check ----
+
+
+async def test_a_pool_without_a_statement_cache_leaves_no_prepared_statement(
+    database_url: str,
+) -> None:
+    pool = await create_pool(direct_url(database_url), 1, statement_cache=0)
+    try:
+        async with pool.acquire() as conn:
+            assert await conn.fetchval("SELECT $1::int + 1", 1) == 2
+            assert await conn.fetchval("SELECT count(*) FROM pg_prepared_statements") == 0
+    finally:
+        await pool.close()
+
+
+async def test_a_statement_past_the_bound_is_cancelled_on_the_server(
+    database_url: str, db: asyncpg.Connection
+) -> None:
+    pool = await create_pool(database_url, 1, timeout_s=0.5, statement_cache=statement_cache())
+    try:
+        async with pool.acquire() as conn:
+            with pytest.raises(TimeoutError):
+                await conn.execute("SELECT pg_sleep(60) /* a2ac-bound-test */")
+        await eventually(
+            lambda: sleeping(db), "no server session still running the statement", within_s=10
+        )
+        async with pool.acquire() as conn:
+            assert await conn.fetchval("SELECT 1") == 1
+    finally:
+        await pool.close()
+
+
+async def sleeping(db: asyncpg.Connection) -> bool:
+    running = await db.fetchval(
+        "SELECT count(*) FROM pg_stat_activity WHERE state = 'active'"
+        " AND query LIKE '%a2ac-bound-test%' AND pid <> pg_backend_pid()"
+    )
+    return bool(running == 0)
+
+
+async def test_a_connection_straight_to_postgresql_passes_the_direct_check(
+    database_url: str,
+) -> None:
+    conn = await asyncpg.connect(direct_url(database_url))
+    try:
+        await check_direct(conn)
+    finally:
+        await conn.close()
+
+
+async def test_a_connection_that_announces_another_backend_is_refused(database_url: str) -> None:
+    async with faulty_database(direct_url(database_url)) as pooler:
+        pooler.announced_pid = 424242
+        conn = await asyncpg.connect(pooler.url)
+        try:
+            with pytest.raises(NotDirect, match="pooler"):
+                await check_direct(conn)
+        finally:
+            await conn.close()
+
+
+async def test_migrations_hold_no_lock_once_applied(fresh_url: str) -> None:
+    conn = await asyncpg.connect(direct_url(fresh_url))
+    try:
+        assert await runtime_db.migrate(conn)
+        held = await conn.fetchval(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+        )
+        assert held == 0
+    finally:
+        await conn.close()

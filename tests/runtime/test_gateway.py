@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import AsyncIterator, Awaitable
 
 import aiohttp
@@ -12,7 +13,7 @@ import pytest
 
 from a2a_continue.app import create_app
 from a2a_continue.errors import DatabaseUnavailable
-from a2a_continue.runtime.db import create_pool
+from a2a_continue.runtime.db import HeldConnections, create_pool
 from a2a_continue.runtime.gateway import Gateway
 from a2a_continue.runtime.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings
@@ -20,6 +21,7 @@ from tests.support.client import Client, Response, register
 from tests.support.database import TASKS_WITH_CLAIMS
 from tests.support.fakes import JSON, Scripted, StartFake, rpc_result
 from tests.support.servers import serve_asgi
+from tests.support.waiting import eventually
 
 BOUND_S = 0.5
 
@@ -113,7 +115,9 @@ async def test_a_follow_up_whose_event_log_hangs_still_answers_and_releases_its_
 
 async def test_waiting_for_a_pooled_connection_is_bounded(settings: Settings) -> None:
     assert settings.database_url
-    pool = await create_pool(settings.database_url, 1, timeout_s=BOUND_S)
+    pool = await create_pool(
+        settings.database_url, 1, timeout_s=BOUND_S, statement_cache=settings.db_statement_cache
+    )
     bounded = msgspec.structs.replace(settings, db_timeout_s=BOUND_S)
     async with aiohttp.ClientSession() as session:
         gw = Gateway(bounded, pool, session, Sealer(decode_key(settings.encryption_key)))
@@ -128,3 +132,47 @@ async def test_waiting_for_a_pooled_connection_is_bounded(settings: Settings) ->
             await pool.release(taken)
             await pool.close()
     assert refused.value.headers["Retry-After"]
+
+
+async def test_a_statement_that_outlives_the_bound_is_a_503_and_is_cancelled_on_the_server(
+    settings: Settings, db: asyncpg.Connection
+) -> None:
+    assert settings.database_url
+    pool = await create_pool(
+        settings.database_url, 1, timeout_s=BOUND_S, statement_cache=settings.db_statement_cache
+    )
+    held = HeldConnections(pool, 1)
+    bounded = msgspec.structs.replace(settings, db_timeout_s=BOUND_S)
+    async with aiohttp.ClientSession() as session:
+        gw = Gateway(bounded, pool, session, Sealer(decode_key(settings.encryption_key)), held=held)
+        try:
+            with pytest.raises(DatabaseUnavailable):
+                async with asyncio.timeout(30), gw.connection() as conn:
+                    await conn.execute("SELECT pg_sleep(60) /* a2ac-loan-test */")
+            await eventually(
+                lambda: none_running(db, "a2ac-loan-test"),
+                "the statement ended on the server",
+                within_s=10,
+            )
+
+            # The next loan (another request: not under the first one's back-off) gets a
+            # connection that answers, never one still busy with the cancelled statement.
+            async def next_loan() -> int:
+                async with gw.connection() as again:
+                    answer: int = await again.fetchval("SELECT 1")
+                    return answer
+
+            assert await asyncio.create_task(next_loan(), context=contextvars.Context()) == 1
+        finally:
+            await gw.stop_chores()
+            await held.close()
+            await pool.close()
+
+
+async def none_running(db: asyncpg.Connection, tag: str) -> bool:
+    running = await db.fetchval(
+        "SELECT count(*) FROM pg_stat_activity WHERE state = 'active'"
+        " AND query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()",
+        tag,
+    )
+    return bool(running == 0)

@@ -10,7 +10,8 @@ import asyncpg
 import pytest
 
 from a2a_continue.runtime.hub import EVENTS_CHANNEL, Hub
-from tests.support.database import with_application_name
+from tests.support.database import direct_url, with_application_name
+from tests.support.db_faults import faulty_database
 from tests.support.ports import dead_url
 from tests.support.waiting import eventually
 
@@ -50,7 +51,7 @@ class Recording(Hub):
 @pytest.fixture
 async def hub(database_url: str) -> AsyncIterator[Recording]:
     """A started hub over the test database (tagged so a test can find its backend)."""
-    hub = Recording(with_application_name(database_url, "a2ac-hub-test"), retry_s=0.05)
+    hub = Recording(with_application_name(direct_url(database_url), "a2ac-hub-test"), retry_s=0.05)
     await hub.start()
     try:
         await asyncio.wait_for(hub.connected.wait(), 10)
@@ -202,3 +203,20 @@ async def test_a_listener_that_cannot_connect_keeps_retrying_and_stops_cleanly()
     await asyncio.sleep(0.3)
     assert not hub.connected.is_set()
     await asyncio.wait_for(hub.stop(), 5)
+
+
+async def test_a_listener_behind_a_connection_pooler_never_listens_and_says_why(
+    database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with faulty_database(direct_url(database_url)) as pooler:
+        pooler.announced_pid = 424242  # as PgBouncer announces a key of its own
+        hub = Hub(pooler.url, retry_s=0.05)
+        await hub.start()
+        try:
+            await eventually(
+                lambda: "event listener refused" in caplog.text, "the refusal logged", within_s=10
+            )
+            assert not hub.connected.is_set()
+            assert "A2AC_LISTEN_DATABASE_URL" in caplog.text
+        finally:
+            await asyncio.wait_for(hub.stop(), 5)

@@ -15,7 +15,7 @@ from a2a_continue.core.tasks import append_event, record_outcome
 from a2a_continue.core.updates import record_update
 from a2a_continue.core.watches import give_up_watch
 from a2a_continue.runtime.hub import Hub
-from tests.support.database import insert_agent, with_application_name
+from tests.support.database import direct_url, insert_agent, with_application_name
 from tests.support.waiting import eventually
 
 APP = "a2ac-interest-test"
@@ -96,7 +96,7 @@ async def start_hub(database_url: str) -> AsyncIterator[StartHub]:
     hubs: list[Hub] = []
 
     async def start(**options: Any) -> Hub:
-        hub = Hub(with_application_name(database_url, APP), retry_s=0.05, **options)
+        hub = Hub(with_application_name(direct_url(database_url), APP), retry_s=0.05, **options)
         hubs.append(hub)
         await hub.start()
         await asyncio.wait_for(hub.connected.wait(), 10)
@@ -145,7 +145,7 @@ async def test_each_process_keeps_its_own_interest_in_a_task(
 @pytest.fixture
 async def other_session(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     """A second connection, to hold locks while the test watches through ``db``."""
-    conn = await asyncpg.connect(database_url)
+    conn = await asyncpg.connect(direct_url(database_url))
     try:
         yield conn
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -21,8 +22,31 @@ def with_application_name(url: str, name: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}application_name={name}"
 
 
+def direct_url(url: str) -> str:
+    """``url``'s database, reached straight at PostgreSQL: when the run's statements go
+    through a pooler (A2AC_DATABASE_URL), A2AC_LISTEN_DATABASE_URL says where PostgreSQL
+    is. The tests' own connections (checks, rows put in by hand, LISTEN) take this way."""
+    direct = os.environ.get("A2AC_LISTEN_DATABASE_URL")
+    if not direct:
+        return url
+    return with_database(direct, urlsplit(url).path.lstrip("/"))
+
+
+def statement_cache() -> int:
+    """The run's A2AC_DB_STATEMENT_CACHE (0 when the run goes through a pooler)."""
+    return int(os.environ.get("A2AC_DB_STATEMENT_CACHE") or 100)
+
+
+def topology_env(database_url: str) -> dict[str, str]:
+    """The topology settings of a gateway process on ``database_url``, as the run's."""
+    env = {"A2AC_DB_STATEMENT_CACHE": str(statement_cache())}
+    if os.environ.get("A2AC_LISTEN_DATABASE_URL"):
+        env["A2AC_LISTEN_DATABASE_URL"] = direct_url(database_url)
+    return env
+
+
 async def create_database(url: str, name: str) -> None:
-    conn = await asyncpg.connect(url)
+    conn = await asyncpg.connect(direct_url(url))
     try:
         await conn.execute(f'CREATE DATABASE "{name}"')
     finally:
@@ -30,7 +54,7 @@ async def create_database(url: str, name: str) -> None:
 
 
 async def drop_database(url: str, name: str) -> None:
-    conn = await asyncpg.connect(url)
+    conn = await asyncpg.connect(direct_url(url))
     try:
         await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:

@@ -64,6 +64,9 @@ class FaultyDatabase:
         self.flowing.set()
         self.links: set[Link] = set()
         self.held = 0  # client messages waiting for a frozen server
+        # When set, the backend pid the server announces is replaced by this one, as a
+        # connection pooler announces a key of its own.
+        self.announced_pid: int | None = None
         self.url = ""
         self._server: asyncio.Server | None = None
 
@@ -138,6 +141,8 @@ class FaultyDatabase:
             await self._wait_flowing()
             if link not in self.links:
                 return
+            if head[:1] == b"K" and self.announced_pid is not None:
+                body = struct.pack("!I", self.announced_pid) + body[4:]
             link.client.write(head + body)
 
     async def _wait_flowing(self) -> None:

@@ -21,6 +21,7 @@ import pytest
 
 from a2a_continue.runtime.secrets import new_key
 from tests.support.client import JWT_SECRET, Client
+from tests.support.database import topology_env
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = (sys.executable, "-m", "a2a_continue")
@@ -44,7 +45,7 @@ def gateway_env(
         A2AC_DATABASE_URL=database_url,
         A2AC_JWT_SECRET=JWT_SECRET,
         A2AC_ENCRYPTION_KEY=encryption_key or new_key(),
-        **extra,
+        **{**topology_env(database_url), **extra},
     )
 
 

@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# make compose-ha-smoke: docker-compose.ha.yml (PostgreSQL, PgBouncer in transaction mode,
+# two gateway replicas with --workers 2, HAProxy, the sample agent) brought up on the local
+# base images and driven through HAProxy by scripts/compose_ha_smoke.py: the README
+# walkthrough, a stream resumed on another replica, a rolling restart under load, a PgBouncer
+# restart, a replica killed while it watches tasks.
+#
+# Like make compose-smoke (whose base images it uses, building them with it when missing):
+# the Docker daemon that answers, or a private one (state in $A2AC_SMOKE_CACHE/docker)
+# stopped at the end; scripts/compose-ha-smoke/compose.override.yml puts every service on
+# the host network at free ports on 127.0.0.1. A2AC_SMOKE_KEEP=1 leaves the stack running.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CACHE=${A2AC_SMOKE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/a2a-continue}
+DOCKER_STATE=$CACHE/docker
+SUITE=bookworm
+COMPOSE_VERSION=2.40.3
+PG_ENTRYPOINT=scripts/compose-smoke/postgres-entrypoint.sh
+OVERRIDE=scripts/compose-ha-smoke/compose.override.yml
+PROJECT=a2ac-ha-smoke
+PYTHON_BASE=a2ac-smoke/python:$SUITE
+PG_BASE=a2ac-smoke/postgres:15-$SUITE-$(sha256sum "$PG_ENTRYPOINT" | cut -c1-12)
+KEEP=${A2AC_SMOKE_KEEP:-}
+unset PYTHON_IMAGE POSTGRES_IMAGE A2AC_JWT_SECRET A2AC_ENCRYPTION_KEY A2AC_WORKERS \
+  A2AC_GATEWAY_PORT COMPOSE_FILE COMPOSE_PROJECT_NAME
+
+START=$SECONDS
+STEP="start"
+RUN=$(mktemp -d "${TMPDIR:-/tmp}/a2ac-ha-smoke.XXXXXX")
+DAEMON_PID=""
+STACK_UP=""
+COMPOSE=()
+
+step() {
+  STEP=$1
+  echo "== [$((SECONDS - START)) s] $STEP"
+}
+
+fail() {
+  echo "compose-ha-smoke: $*" >&2
+  exit 1
+}
+
+compose() {
+  local limit=$1
+  shift
+  timeout "$limit" "${COMPOSE[@]}" -p "$PROJECT" -f docker-compose.ha.yml -f "$OVERRIDE" \
+    --env-file "$RUN/smoke.env" "$@"
+}
+
+stop_pid() {
+  local pid=$1 limit=$2
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq $((limit * 2))); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.5
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+stop_daemon() {
+  [ -n "$DAEMON_PID" ] || return 0
+  if [ "$KEEP" = 1 ]; then
+    echo "private Docker daemon left running: pid $DAEMON_PID, DOCKER_HOST=$DOCKER_HOST"
+    return 0
+  fi
+  stop_pid "$DAEMON_PID" 60
+  local containerd_pid
+  containerd_pid=$(cat "$DOCKER_STATE/exec/containerd/containerd.pid" 2>/dev/null || true)
+  [ -z "$containerd_pid" ] || stop_pid "$containerd_pid" 20
+  awk -v state="$DOCKER_STATE/" 'index($2, state) == 1 { print $2 }' /proc/mounts |
+    sort -r | while read -r mount; do umount "$mount" 2> /dev/null || true; done
+  DAEMON_PID=""
+}
+
+on_exit() {
+  local rc=$?
+  set +e
+  if [ -n "$STACK_UP" ]; then
+    if [ "$rc" != 0 ]; then
+      echo "-- the stack's last log lines"
+      compose 60 logs --no-color --tail 20 2>&1
+    fi
+    if [ "$KEEP" != 1 ]; then
+      compose 180 down --volumes --remove-orphans --timeout 10 > "$RUN/down.log" 2>&1 ||
+        { cat "$RUN/down.log"; echo "compose-ha-smoke: compose down failed" >&2; }
+    fi
+  fi
+  [ -z "$DAEMON_PID" ] || timeout 60 docker image prune --force > /dev/null 2>&1
+  stop_daemon
+  [ "$KEEP" = 1 ] || rm -rf --one-file-system "$RUN"
+  if [ "$rc" = 0 ]; then
+    echo "compose-ha-smoke: passed in $((SECONDS - START)) s"
+  else
+    echo "compose-ha-smoke: FAILED at step '$STEP' after $((SECONDS - START)) s" >&2
+  fi
+  exit "$rc"
+}
+trap on_exit EXIT
+trap 'exit 130' INT TERM
+
+daemon_answers() {
+  timeout 15 docker version --format '{{.Server.Version}}' > /dev/null 2>&1
+}
+
+start_daemon() {
+  [ "$(id -u)" = 0 ] || fail "no Docker daemon answers, and starting one needs root"
+  mkdir -p "$DOCKER_STATE"
+  export DOCKER_HOST=unix://$DOCKER_STATE/docker.sock
+  setsid dockerd --storage-driver=vfs --iptables=false --ip6tables=false --bridge=none \
+    --data-root "$DOCKER_STATE/data" --exec-root "$DOCKER_STATE/exec" \
+    --pidfile "$DOCKER_STATE/dockerd.pid" -H "$DOCKER_HOST" \
+    > "$DOCKER_STATE/dockerd.log" 2>&1 < /dev/null &
+  DAEMON_PID=$!
+  for _ in $(seq 60); do
+    daemon_answers && break
+    sleep 1
+  done
+  daemon_answers || { tail -20 "$DOCKER_STATE/dockerd.log"; fail "the private Docker daemon did not start"; }
+  echo "started a private Docker daemon (pid $DAEMON_PID, state in $DOCKER_STATE)"
+}
+
+find_compose() {
+  if timeout 20 docker compose version > /dev/null 2>&1; then
+    COMPOSE=(docker compose)
+  elif [ -x "$CACHE/bin/docker-compose-$COMPOSE_VERSION" ]; then
+    COMPOSE=("$CACHE/bin/docker-compose-$COMPOSE_VERSION")
+  else
+    return 1
+  fi
+}
+
+pip_cert() {
+  local candidate
+  for candidate in "${PIP_CERT:-}" "$(python3 -m pip config get global.cert 2> /dev/null)" \
+    "${REQUESTS_CA_BUNDLE:-}" "${SSL_CERT_FILE:-}" /etc/ssl/certs/ca-certificates.crt; do
+    if [ -n "$candidate" ] && [ -s "$candidate" ]; then
+      echo "$candidate"
+      return
+    fi
+  done
+  : > "$RUN/no-cert.pem"
+  echo "$RUN/no-cert.pem"
+}
+
+pip_index_url() {
+  local url=${PIP_INDEX_URL:-$(python3 -m pip config get global.index-url 2> /dev/null || true)}
+  case $url in http://* | https://*) echo "$url" ;; esac
+}
+
+# ---------------------------------------------------------------------------------------
+step "Docker daemon"
+if daemon_answers; then
+  OWN_DAEMON=""
+else
+  OWN_DAEMON=1
+fi
+images_present() {
+  docker image inspect "$PYTHON_BASE" > /dev/null 2>&1 && docker image inspect "$PG_BASE" > /dev/null 2>&1
+}
+if [ -n "$OWN_DAEMON" ]; then
+  if [ ! -S "$DOCKER_STATE/docker.sock" ] || ! DOCKER_HOST=unix://$DOCKER_STATE/docker.sock daemon_answers; then
+    start_daemon
+  else
+    export DOCKER_HOST=unix://$DOCKER_STATE/docker.sock
+  fi
+fi
+find_compose || true
+if [ ${#COMPOSE[@]} = 0 ] || ! images_present; then
+  step "base images (make compose-smoke builds them)"
+  stop_daemon
+  bash scripts/compose_smoke.sh > "$RUN/compose-smoke.log" 2>&1 ||
+    { tail -30 "$RUN/compose-smoke.log"; fail "make compose-smoke failed"; }
+  tail -1 "$RUN/compose-smoke.log"
+  if [ -n "$OWN_DAEMON" ]; then start_daemon; fi
+  find_compose || fail "no Docker Compose v2 after make compose-smoke"
+  images_present || fail "no base images after make compose-smoke"
+fi
+"${COMPOSE[@]}" version
+timeout 20 docker buildx version > /dev/null 2>&1 || export COMPOSE_BAKE=false
+
+step "configuration"
+read -r GW_PORT GW1_PORT GW2_PORT AGENT_PORT SLOW_PORT PG_PORT PGB_PORT < <(python3 - << 'PY'
+import socket
+
+held = [socket.socket() for _ in range(7)]
+for s in held:
+    s.bind(("127.0.0.1", 0))
+print(*(s.getsockname()[1] for s in held))
+for s in held:
+    s.close()
+PY
+)
+JWT_SECRET=$(openssl rand -hex 32)
+cat > "$RUN/smoke.env" << ENV
+A2AC_JWT_SECRET=$JWT_SECRET
+A2AC_ENCRYPTION_KEY=$(openssl rand -base64 32)
+PYTHON_IMAGE=$PYTHON_BASE
+POSTGRES_IMAGE=$PG_BASE
+A2AC_SMOKE_GATEWAY_PORT=$GW_PORT
+A2AC_SMOKE_GW1_PORT=$GW1_PORT
+A2AC_SMOKE_GW2_PORT=$GW2_PORT
+A2AC_SMOKE_AGENT_PORT=$AGENT_PORT
+A2AC_SMOKE_SLOW_AGENT_PORT=$SLOW_PORT
+A2AC_SMOKE_PG_PORT=$PG_PORT
+A2AC_SMOKE_PGB_PORT=$PGB_PORT
+A2AC_SMOKE_PIP_CERT=$(pip_cert)
+A2AC_SMOKE_PIP_INDEX_URL=$(pip_index_url)
+ENV
+grep -v -E 'SECRET|KEY' "$RUN/smoke.env"
+compose 180 down --volumes --remove-orphans --timeout 5 > /dev/null 2>&1 || true
+
+step "docker compose -f docker-compose.ha.yml up -d --build --wait"
+STACK_UP=1
+BUILD_START=$SECONDS
+compose 1500 up -d --build --wait --wait-timeout 240 > "$RUN/up.log" 2>&1 ||
+  { tail -40 "$RUN/up.log"; fail "the stack did not come up healthy"; }
+echo "up in $((SECONDS - BUILD_START)) s"
+compose 60 ps --format '{{.Service}} {{.State}} {{.Status}}'
+
+step "the proofs, through HAProxy (scripts/compose_ha_smoke.py)"
+HA_COMPOSE="${COMPOSE[*]} -p $PROJECT -f docker-compose.ha.yml -f $OVERRIDE --env-file $RUN/smoke.env" \
+  HA_GATEWAY_PORT=$GW_PORT HA_GW1_PORT=$GW1_PORT HA_GW2_PORT=$GW2_PORT \
+  HA_AGENT_PORT=$AGENT_PORT HA_SLOW_AGENT_PORT=$SLOW_PORT HA_JWT_SECRET=$JWT_SECRET HA_RUN=$RUN \
+  timeout 1500 .venv/bin/python scripts/compose_ha_smoke.py
