@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import asyncpg
 
@@ -119,6 +119,13 @@ class Hub:
         # Set when a task gained its first waiter or lost its last, or the connection was lost.
         self._changed = asyncio.Event()
         self._runner: asyncio.Task[None] | None = None
+        # Other channels this process listens on for as long as it is connected (the push
+        # outbox's), each with what wakes on a notification and on every (re)connect.
+        self._channels: dict[str, Callable[[], None]] = {}
+
+    def on_channel(self, channel: str, wake: Callable[[], None]) -> None:
+        """Call ``wake`` on each notification of ``channel`` and after each (re)connect."""
+        self._channels[channel] = wake
 
     async def start(self) -> None:
         """Start listening in the background (reconnecting as needed)."""
@@ -207,6 +214,10 @@ class Hub:
         # Tasks whose interest row this connection committed while listening (waiters woken).
         ready: set[uuid.UUID] = set()
         try:
+            for channel, wake in self._channels.items():
+                await conn.add_listener(channel, _waking(wake))
+                # Anything notified while the connection was down is read now.
+                wake()
             self.connected.set()
             refresh_at = loop.time() + self.refresh_s
             while not lost.is_set():
@@ -278,3 +289,12 @@ class Hub:
         if ready:
             await self._keep(conn, ready)
         await conn.execute(SWEEP_INTEREST)
+
+
+def _waking(wake: Callable[[], None]) -> Callable[[Conn, int, str, object], None]:
+    """A listener callback that only wakes (the payload is not read)."""
+
+    def on_notification(conn: Conn, pid: int, channel: str, payload: object) -> None:
+        wake()
+
+    return on_notification
