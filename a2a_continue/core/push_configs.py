@@ -29,7 +29,9 @@ class Authentication(Base):
     """How the gateway authenticates to the webhook: ``Authorization: <scheme> <credentials>``,
     or, with scheme ``Bearer`` and no credentials, a JWT the gateway signs."""
 
-    scheme: Annotated[str, Meta(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")]
+    scheme: Annotated[
+        str, Meta(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+    ]
     credentials: Annotated[str, Meta(min_length=1, max_length=4096)] | None = None
 
 
@@ -67,7 +69,8 @@ _TASK = f"""task AS (
     WHERE t.agent_id = $4 AND t.task_id = $5 AND {TASK_VISIBLE}
 )"""
 
-CONFIG_COLUMNS = "c.row_id, c.id, c.url, c.version, c.auth_scheme, c.token_sealed IS NOT NULL AS has_token, c.created_at"
+CONFIG_COLUMNS = """c.row_id, c.id, c.url, c.version, c.auth_scheme,
+    c.token_sealed IS NOT NULL AS has_token, c.created_at"""
 
 FIND_TASK = f"WITH {_TASK} SELECT id FROM task"
 
@@ -137,6 +140,13 @@ async def task_row_id(conn: Conn, caller: Caller, agent_id: uuid.UUID, task_id: 
     return row_id
 
 
+def checked_url(url: str, networks: Sequence[Network]) -> str:
+    """A webhook URL passes the agents' address guard (with ``A2AC_PUSH_NETWORKS``); 422."""
+    return normalize_endpoint_url(
+        url, networks, loc="$.url", setting=PUSH_NETWORKS, what="webhooks"
+    )
+
+
 async def create_config(
     conn: Conn,
     caller: Caller,
@@ -151,17 +161,13 @@ async def create_config(
 ) -> PushConfigOut:
     """Create (or replace, same id) a config of a visible task; ``deliver_task``: its first
     delivery is the task as it stands now. 404 for an invisible task, 422 past the bound."""
-    url = normalize_endpoint_url(
-        body.url, networks, loc="$.url", setting=PUSH_NETWORKS, what="webhooks"
-    )
+    url = checked_url(body.url, networks)
     config_id = config_id or str(uuid.uuid4())
     async with conn.transaction():
         task = await task_row_id(conn, caller, agent_id, task_id)
         await conn.execute(LOCK_CONFIGS, task)
         if await conn.fetchval(COUNT_OTHERS, task, config_id) >= MAX_CONFIGS:
-            raise Invalid(
-                [{"loc": "$", "msg": f"a task has at most {MAX_CONFIGS} push configs"}]
-            )
+            raise Invalid([{"loc": "$", "msg": f"a task has at most {MAX_CONFIGS} push configs"}])
         # A replaced config keeps its row (and its deliveries); its secrets are sealed to it.
         row_id = await conn.fetchval(SELECT_ROW_ID, task, config_id) or uuid.uuid4()
         row = await conn.fetchrow(
@@ -172,7 +178,7 @@ async def create_config(
             body.version,
             _seal(sealer, body.token, row_id),
             body.authentication.scheme if body.authentication else None,
-            _seal(sealer, body.authentication and body.authentication.credentials, row_id),
+            _seal(sealer, body.authentication.credentials if body.authentication else None, row_id),
             row_id,
         )
         assert row is not None
@@ -220,4 +226,6 @@ def decode_config(value: Any, loc: str) -> PushConfigCreate:
         return msgspec.convert(value, PushConfigCreate)
     except msgspec.ValidationError as exc:
         text, _, at = str(exc).partition(" - at `")
-        raise Invalid([{"loc": (at.rstrip("`") or "$").replace("$", loc, 1), "msg": text}]) from None
+        raise Invalid(
+            [{"loc": (at.rstrip("`") or "$").replace("$", loc, 1), "msg": text}]
+        ) from None

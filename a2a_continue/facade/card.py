@@ -94,9 +94,9 @@ def facade_card(source: JSON | None, name: str, url: str) -> JSON:
     capabilities = base.get("capabilities")
     card["capabilities"] = {
         **(capabilities if isinstance(capabilities, dict) else {}),
-        # §8.2's fallback streams for every agent; push notifications are not offered.
+        # §8.2's fallback streams for every agent; push comes from the gateway's event log.
         "streaming": True,
-        "pushNotifications": False,
+        "pushNotifications": True,
         "extendedAgentCard": False,
     }
     card["supportedInterfaces"] = [

@@ -60,7 +60,7 @@ def public_jwk(key: PrivateKey) -> JSON:
     """The public half of ``key`` as a JWK, with its RFC 7638 thumbprint as ``kid``."""
     if isinstance(key, ec.EllipticCurvePrivateKey):
         jwk: JSON = ECAlgorithm.to_jwk(key.public_key(), as_dict=True)
-        members = ("crv", "kty", "x", "y")
+        members: tuple[str, ...] = ("crv", "kty", "x", "y")
         alg = "ES256"
     else:
         jwk = RSAAlgorithm.to_jwk(key.public_key(), as_dict=True)
