@@ -75,7 +75,7 @@ CONFIG_COLUMNS = """c.row_id, c.id, c.url, c.version, c.auth_scheme,
 FIND_TASK = f"WITH {_TASK} SELECT id FROM task"
 
 # Serialises creates on one task, so that the bound of MAX_CONFIGS holds.
-LOCK_CONFIGS = "SELECT pg_advisory_xact_lock(hashtextextended($1::text, 42))"
+LOCK_CONFIGS = "SELECT pg_advisory_xact_lock(hashtextextended($1::uuid::text, 42))"
 
 SELECT_ROW_ID = "SELECT row_id FROM a2a_push_configs WHERE task = $1 AND id = $2"
 

@@ -12,17 +12,21 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import jwt
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 from a2a_continue.runtime.db import Conn
 from a2a_continue.runtime.secrets import Sealer
+
+log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 # How long a delivery JWT is valid (SPEC §12).
@@ -133,11 +137,16 @@ async def load_signer(conn: Conn, sealer: Sealer, supplied: str, issuer: str) ->
             return Signer(key, jwk["kid"], issuer)
         row = await conn.fetchrow(SELECT_CURRENT)
         if row is not None:
-            pem = sealer.open(row["private_key"], _SEAL_CONTEXT)
-            return Signer(load_pem(str(pem)), row["kid"], issuer)
+            try:
+                pem = sealer.open(row["private_key"], _SEAL_CONTEXT)
+                return Signer(load_pem(str(pem)), row["kid"], issuer)
+            except InvalidTag:
+                # Sealed with another encryption key: that key is lost to us; make a new one.
+                log.warning("the stored push signing key cannot be opened; making a new one")
         key = ec.generate_private_key(ec.SECP256R1())
         jwk = public_jwk(key)
         await _store(conn, sealer, key, jwk)
+        await conn.execute(RETIRE_OTHERS, jwk["kid"])
         return Signer(key, jwk["kid"], issuer)
 
 
