@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import aiohttp
 
-from a2a_continue.a2a.netguard import AddressRefused, GuardedResolver, check_call_url
+from a2a_continue.a2a.netguard import GuardedResolver, check_call_url, refused_reason
 from a2a_continue.core import push_deliveries as outbox
 from a2a_continue.core.push_configs import PUSH_NETWORKS, sealed_context
 from a2a_continue.obs import metrics
@@ -177,10 +177,11 @@ class Dispatcher:
             headers = self.headers(row, body)
             status = await self._post(row["url"], body, headers)
             error = f"the receiver answered {status}"
-        except AddressRefused as exc:
-            error = f"refused address: {exc}"
         except (aiohttp.ClientError, OSError) as exc:
-            error = f"unreachable: {type(exc).__name__}"
+            refused = refused_reason(exc)
+            error = (
+                f"refused address: {refused}" if refused else f"unreachable: {type(exc).__name__}"
+            )
         except TimeoutError:
             error = f"no answer within {self.settings.push_timeout_s:g} s"
         try:
