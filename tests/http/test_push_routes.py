@@ -96,9 +96,7 @@ async def test_a_link_local_webhook_is_refused_with_422(
         assert problem["errors"][0]["loc"] == "$.url"
 
 
-async def test_a_task_holds_at_most_ten_configs(
-    push_client: Client, fake_agent: StartFake
-) -> None:
+async def test_a_task_holds_at_most_ten_configs(push_client: Client, fake_agent: StartFake) -> None:
     agent, task = await task_of(push_client, fake_agent)
     for i in range(10):
         await add_config(push_client, agent, task, url=f"http://127.0.0.1:9/{i}")
