@@ -217,7 +217,7 @@ async def test_a_redirect_is_not_followed(
     push_client: Client, fake_agent: StartFake, receiver: Receiver
 ) -> None:
     receiver.answers = [302]
-    agent, config = await setup(push_client, fake_agent, receiver, task_v10("T1", "completed"))
+    agent, _ = await setup(push_client, fake_agent, receiver, task_v10("T1", "completed"))
     await follow_up(push_client, agent)
     await eventually(lambda: receiver.ok() or None, "the retry after the redirect")
     assert [d.status for d in receiver.got] == [302, 200]

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
-import msgspec
 import asyncpg
+import msgspec
 import pytest
 
 from a2a_continue.app import create_app
