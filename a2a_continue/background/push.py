@@ -35,7 +35,6 @@ BodyOf = Callable[[Record], bytes]
 
 # How much of a receiver's answer is read (it is only drained, never stored).
 ANSWER_READ_BYTES = 64 * 1024
-STATEMENT_S = 10.0
 
 
 def retry_after_s(attempts: int, settings: Settings) -> float:
@@ -98,12 +97,8 @@ class Dispatcher:
         await asyncio.gather(*self._sending, return_exceptions=True)
         if self._gw is not None:
             with contextlib.suppress(Exception):
-                async with asyncio.timeout(2):
-                    await self._gw.pool.execute(
-                        "UPDATE a2a_push_deliveries SET lease_token = NULL, lease_expires_at"
-                        " = NULL WHERE lease_token = $1 AND state = 'pending'",
-                        self.lease,
-                    )
+                async with asyncio.timeout(2), self._gw.connection() as conn:
+                    await outbox.release_leases(conn, self.lease)
         if self._session is not None:
             await self._session.close()
 
@@ -126,7 +121,7 @@ class Dispatcher:
         room = self.settings.push_concurrency - len(self._sending)
         if room <= 0:
             return
-        async with asyncio.timeout(STATEMENT_S), self._gw.pool.acquire() as conn:
+        async with self._gw.connection() as conn:
             rows = await outbox.take_due(conn, self.lease, self.settings.push_lease_s, room)
             metrics.push_pending(await outbox.count_pending(conn))
         for row in rows:
@@ -202,7 +197,7 @@ class Dispatcher:
 
     async def _settle(self, row: Record, status: int | None, error: str, seconds: float) -> None:
         assert self._gw is not None
-        async with asyncio.timeout(STATEMENT_S), self._gw.pool.acquire() as conn:
+        async with self._gw.connection() as conn:
             if status is not None and 200 <= status < 300:
                 await outbox.delivered(conn, row["id"], self.lease, status)
                 metrics.push_delivery("delivered", seconds)

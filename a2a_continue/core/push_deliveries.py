@@ -219,6 +219,9 @@ UPDATE a2a_push_deliveries d SET state = 'dead', last_error = 'the config was di
 FROM this WHERE d.config = this.config AND d.state = 'pending' AND d.id <> $1
 """
 
+RELEASE_LEASES = """UPDATE a2a_push_deliveries SET lease_token = NULL, lease_expires_at = NULL
+WHERE lease_token = $1 AND state = 'pending'"""
+
 COUNT_PENDING = "SELECT count(*) FROM a2a_push_deliveries WHERE state = 'pending'"
 
 
@@ -251,6 +254,11 @@ async def failed(
 async def gone(conn: Conn, row_id: uuid.UUID, lease: uuid.UUID, error: str) -> None:
     """Record a 410: the config is disabled, its pending deliveries dead."""
     await conn.execute(GONE, row_id, lease, error[:500])
+
+
+async def release_leases(conn: Conn, lease: uuid.UUID) -> None:
+    """Give back the rows a stopping dispatcher holds (their next attempt may start now)."""
+    await conn.execute(RELEASE_LEASES, lease)
 
 
 async def count_pending(conn: Conn) -> int:
