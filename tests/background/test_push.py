@@ -11,14 +11,16 @@ import aiohttp
 import asyncpg
 import jwt
 import pytest
+from aiohttp import web
 
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings, parse_networks
 from tests.support.client import Client, register
 from tests.support.fakes import Scripted, StartFake, task_v10
+from tests.support.metrics import moved, scrape
 from tests.support.push import add_config, deliveries, fast_push, start_task
 from tests.support.receiver import Receiver, push_receiver
-from tests.support.servers import serve_asgi
+from tests.support.servers import serve_aiohttp, serve_asgi
 from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
@@ -244,3 +246,50 @@ async def test_the_address_guard_is_checked_again_at_delivery(
         row = await eventually(refused, "a refused attempt")
     assert "refused address" in row["lastError"] and "A2AC_PUSH_NETWORKS" in row["lastError"]
     assert receiver.got == []
+
+
+async def test_a_receiver_that_hangs_never_holds_up_the_request_that_recorded_the_event(
+    push_client: Client, fake_agent: StartFake
+) -> None:
+    release = asyncio.Event()
+    arrived = asyncio.Event()
+
+    async def hook(request: web.Request) -> web.Response:
+        arrived.set()
+        await release.wait()
+        return web.Response(status=200)
+
+    app = web.Application()
+    app.router.add_post("/hook", hook)
+    answers = (task_v10("T1", "input-required", text="Which day?"), task_v10("T1", "completed"))
+    async with serve_aiohttp(app) as base:
+        fake = await fake_agent(turns(*answers))
+        agent = await register(push_client, fake.url)
+        await start_task(push_client, agent)
+        await add_config(push_client, agent, "T1", url=base + "/hook")
+        await follow_up(push_client, agent)
+        await asyncio.wait_for(arrived.wait(), 20)
+        # The receiver holds the first delivery; the next follow-up is answered all the same.
+        await follow_up(push_client, agent, "Monday")
+        release.set()
+
+
+async def test_deliveries_are_counted_by_outcome(
+    push_client: Client, fake_agent: StartFake, receiver: Receiver
+) -> None:
+    before = await scrape(push_client)
+    receiver.answers = [500]
+    agent, _ = await setup(push_client, fake_agent, receiver, task_v10("T1", "completed"))
+    await follow_up(push_client, agent)
+    await eventually(lambda: receiver.ok() or None, "a delivery")
+
+    async def counted() -> bool:
+        after = await scrape(push_client)
+        delivered = moved(before, after, "a2ac_push_deliveries_total", outcome="delivered")
+        retried = moved(before, after, "a2ac_push_deliveries_total", outcome="retry")
+        return delivered == 1 and retried == 1
+
+    await eventually(counted, "the attempts counted")
+    after = await scrape(push_client)
+    assert ("a2ac_push_pending", frozenset()) in after
+    assert moved(before, after, "a2ac_push_delivery_seconds_count") == 2
