@@ -1,9 +1,9 @@
 """Benchmark of push notifications (SPEC §12): delivery latency, and what push costs the
 follow-up.
 
-Three processes: the 1.0 agent of ``continue_bench.py`` (answers at once), the gateway (the
-real ``a2a-continue serve``), and this script, which is both the load generator and the
-webhook receiver (an aiohttp app that answers 200 at once).
+Four processes: the 1.0 agent of ``continue_bench.py`` (answers at once), the gateway (the
+real ``a2a-continue serve``), the webhook receiver (an aiohttp app that answers 200 at once
+and notes when each delivery arrived) and this script as the load generator.
 - Delivery latency: follow-ups at a steady rate (default 100 events/s) on tasks that each
   have a push config; for each delivery, from the moment its event was recorded (the
   outbox row's time, in PostgreSQL's clock) to the moment the receiver got it (this
@@ -32,7 +32,7 @@ from aiohttp import web
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from continue_bench import (  # noqa: E402  (the path above makes it importable)
+from continue_bench import (
     database,
     free_port,
     percentile,
@@ -43,19 +43,34 @@ from continue_bench import (  # noqa: E402  (the path above makes it importable)
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = 16
-ROUNDS = 2
+ROUNDS = 3
 
 
-class Receiver:
-    """The webhook: when each delivery id arrived (wall clock)."""
+def run_receiver(port: int) -> None:
+    """Serve the webhook (POST /hook) and when each delivery id arrived (GET /arrivals)."""
+    import msgspec
+    import uvloop
 
-    def __init__(self) -> None:
-        self.arrived: dict[str, float] = {}
+    arrived: dict[str, float] = {}
 
-    async def hook(self, request: web.Request) -> web.Response:
+    async def hook(request: web.Request) -> web.Response:
         await request.read()
-        self.arrived.setdefault(request.headers["A2A-Delivery-Id"], time.time())
+        arrived.setdefault(request.headers["A2A-Delivery-Id"], time.time())
         return web.Response(status=200)
+
+    async def arrivals(request: web.Request) -> web.Response:
+        return web.Response(body=msgspec.json.encode(arrived), content_type="application/json")
+
+    async def serve() -> None:
+        app = web.Application()
+        app.router.add_post("/hook", hook)
+        app.router.add_get("/arrivals", arrivals)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        await asyncio.Event().wait()
+
+    uvloop.run(serve())
 
 
 async def _post(http: aiohttp.ClientSession, url: str, body: Any, auth: dict[str, str]) -> Any:
@@ -84,7 +99,7 @@ async def latency(
     http: aiohttp.ClientSession,
     follow: list[str],
     auth: dict[str, str],
-    receiver: Receiver,
+    receiver: str,
     rate: float,
     seconds: float,
     db_url: str,
@@ -124,12 +139,14 @@ async def latency(
             rows = await conn.fetch(
                 "SELECT id::text, extract(epoch FROM created_at) AS at FROM a2a_push_deliveries"
             )
-            if len(rows) >= total and all(r["id"] in receiver.arrived for r in rows):
+            async with http.get(receiver + "/arrivals") as r:
+                arrived = await r.json()
+            if len(rows) >= total and all(r["id"] in arrived for r in rows):
                 break
             await asyncio.sleep(0.1)
     finally:
         await conn.close()
-    waits = sorted(max(0.0, receiver.arrived[r["id"]] - float(r["at"])) for r in rows)
+    waits = sorted(max(0.0, arrived[r["id"]] - float(r["at"])) for r in rows)
     return percentile(waits, 0.50), percentile(waits, 0.99), len(waits)
 
 
@@ -150,16 +167,30 @@ async def throughput(
     return n / (time.perf_counter() - began)
 
 
-async def measure(args: argparse.Namespace, urls: dict[str, str], token: str, db: str) -> None:
-    receiver = Receiver()
-    app = web.Application()
-    app.router.add_post("/hook", receiver.hook)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", int(urls["hook"].rsplit(":", 1)[1])).start()
+async def drained(db_url: str) -> None:
+    """Wait until no delivery is pending (a round's deliveries are not the next round's)."""
+    import asyncpg
+
+    conn = await asyncpg.connect(db_url)
+    try:
+        for _ in range(600):
+            if not await conn.fetchval(
+                "SELECT count(*) FROM a2a_push_deliveries WHERE state = 'pending'"
+            ):
+                return
+            await asyncio.sleep(0.1)
+    finally:
+        await conn.close()
+
+
+async def measure(
+    args: argparse.Namespace, urls: dict[str, str], token: str, db: str, with_latency: bool
+) -> dict[str, float]:
+    """The latency (when asked) and the best throughput with and without push configs."""
     hook = urls["hook"] + "/hook"
     auth = {"Authorization": f"Bearer {token}"}
     base = urls["gateway"]
+    found: dict[str, float] = {}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)) as http:
         reg = {"name": "bench", "endpointUrl": urls["agent"] + "/", "protocolVersion": "1.0"}
         agent = (await _post(http, base + "/v1/a2a/agents", reg, auth))["id"]
@@ -169,23 +200,19 @@ async def measure(args: argparse.Namespace, urls: dict[str, str], token: str, db
 
         pushed = follow(await _tasks(http, base, agent, auth, hook))
         plain = follow(await _tasks(http, base, agent, auth, None))
-        p50 = p99 = count = 0
-        if not args.no_latency:
+        if with_latency:
             p50, p99, count = await latency(
-                http, pushed, auth, receiver, args.rate, args.seconds, db
+                http, pushed, auth, urls["hook"], args.rate, args.seconds, db
             )
+            found.update(p50=p50, p99=p99, count=count)
         without, with_push = [], []
         for _ in range(ROUNDS):
             without.append(await throughput(http, plain, auth, args.requests))
             with_push.append(await throughput(http, pushed, auth, args.requests))
-    await runner.cleanup()
-    best_without, best_with = max(without), max(with_push)
-    print(
-        f"push: delivery latency p50 {p50:.1f} ms, p99 {p99:.1f} ms at {args.rate:g} events/s"
-        f" ({count} deliveries); follow-up c=16 with a push config on every task"
-        f" {best_with:.0f} req/s vs {best_without:.0f} without"
-        f" (x{best_with / best_without:.2f}, target >= x0.90)"
-    )
+            if with_latency:  # deliveries are sent: let this round's reach the receiver
+                await drained(db)
+    found.update(without=max(without), with_push=max(with_push))
+    return found
 
 
 def main() -> None:
@@ -195,9 +222,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--requests", type=int, default=2000, help="per throughput round")
     parser.add_argument("--quick", action="store_true", help="3 s of events, 300 requests")
-    # Experiments: measure the hot path alone (e.g. with A2AC_PUSH_DISPATCH=false).
-    parser.add_argument("--no-latency", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--role", choices=["receiver"], help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.role == "receiver":
+        return run_receiver(args.port)
     if args.quick:
         args.seconds, args.requests = 3.0, 300
 
@@ -225,19 +254,43 @@ def main() -> None:
         agent = stack.enter_context(
             process([*agent_cmd, "--port", str(ports["agent"])], env, logs / "agent")
         )
-        gateway = stack.enter_context(
-            process([sys.executable, "-m", "a2a_continue", "serve"], env, logs / "gateway")
+        stack.enter_context(
+            process(
+                [sys.executable, __file__, "--role", "receiver", "--port", str(ports["hook"])],
+                env,
+                logs / "receiver",
+            )
         )
         token = mint_token(secret, "bench@example.com", ["*"])
         import uvloop
 
-        async def run() -> None:
-            async with aiohttp.ClientSession() as http:
-                await wait_listening(urls["gateway"] + "/healthz", http, gateway)
-                await wait_listening(urls["agent"] + "/", http, agent)
-            await measure(args, urls, token, url)
+        def phase(dispatch: bool) -> dict[str, float]:
+            """Run one gateway (dispatching or not) and measure through it."""
+            gateway_env = {**env, "A2AC_PUSH_DISPATCH": "true" if dispatch else "false"}
+            name = "gateway" if dispatch else "gateway-no-dispatch"
+            with process(
+                [sys.executable, "-m", "a2a_continue", "serve"], gateway_env, logs / name
+            ) as gateway:
 
-        uvloop.run(run())
+                async def run() -> dict[str, float]:
+                    async with aiohttp.ClientSession() as http:
+                        await wait_listening(urls["gateway"] + "/healthz", http, gateway)
+                        await wait_listening(urls["agent"] + "/", http, agent)
+                        await wait_listening(urls["hook"] + "/arrivals", http, agent)
+                    return await measure(args, urls, token, url, with_latency=dispatch)
+
+                return uvloop.run(run())
+
+        sent = phase(dispatch=True)
+        enqueued = phase(dispatch=False)
+        print(
+            f"push: delivery latency p50 {sent['p50']:.1f} ms, p99 {sent['p99']:.1f} ms at"
+            f" {args.rate:g} events/s ({sent['count']:.0f} deliveries); follow-up c=16 with a"
+            f" push config on every task {sent['with_push']:.0f} req/s vs"
+            f" {sent['without']:.0f} without (x{sent['with_push'] / sent['without']:.2f},"
+            f" target >= x0.90; outbox enqueue alone, dispatch off:"
+            f" x{enqueued['with_push'] / enqueued['without']:.2f})"
+        )
 
 
 if __name__ == "__main__":

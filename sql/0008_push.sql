@@ -21,8 +21,10 @@ CREATE TABLE a2a_push_configs (
 CREATE TABLE a2a_push_deliveries (
     -- Sent as A2A-Delivery-Id, the same on every attempt.
     id               uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    -- Deleted with its config, which is deleted with its task.
     config           uuid NOT NULL REFERENCES a2a_push_configs (row_id) ON DELETE CASCADE,
-    task             uuid NOT NULL REFERENCES a2a_tasks (id) ON DELETE CASCADE,
+    -- The config's task (no index of its own: rows go with their config).
+    task             uuid NOT NULL,
     seq              integer NOT NULL,
     -- The order of the deliveries one event makes (1.0: the status update, then one
     -- artifact update per changed artifact).
@@ -47,7 +49,6 @@ CREATE TABLE a2a_push_deliveries (
 -- hold a later one back (order per config).
 CREATE INDEX a2a_push_due ON a2a_push_deliveries (next_attempt_at) WHERE state = 'pending';
 CREATE INDEX a2a_push_queue ON a2a_push_deliveries (config, seq, part) WHERE state = 'pending';
-CREATE INDEX a2a_push_deliveries_task ON a2a_push_deliveries (task);
 
 -- The keys the gateway signs its delivery JWTs with (private key sealed with the
 -- encryption key); a retired key stays in the JWKS for a day.
@@ -108,7 +109,21 @@ BEGIN
     INSERT INTO a2a_push_deliveries (config, task, seq, part, kind, snapshot)
     SELECT config, task, seq, part, kind, snapshot FROM parts
     ON CONFLICT (config, seq, part) DO NOTHING;
-    PERFORM pg_notify('a2ac_push', '');
+    -- Wake the dispatchers, unless another delivery is due and first in its config's queue:
+    -- then one is sending or about to take it, and takes this one in the round after (a
+    -- NOTIFY holds a database-wide lock until its commit is flushed: one per event would
+    -- queue every commit behind the others under load). A missed wake-up costs a poll.
+    IF NOT EXISTS (
+        SELECT 1 FROM a2a_push_deliveries d
+        WHERE d.state = 'pending' AND d.next_attempt_at <= now()
+          AND d.created_at < now()  -- not one this transaction enqueued
+          AND NOT EXISTS (
+              SELECT 1 FROM a2a_push_deliveries e
+              WHERE e.config = d.config AND e.state = 'pending'
+                AND (e.seq, e.part) < (d.seq, d.part))
+    ) THEN
+        PERFORM pg_notify('a2ac_push', '');
+    END IF;
     RETURN NULL;
 END
 $$;

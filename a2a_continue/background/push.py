@@ -16,6 +16,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import aiohttp
 
@@ -33,6 +34,11 @@ log = logging.getLogger(__name__)
 # What one delivery's body is, from its row (the façade knows the A2A shapes of each version).
 BodyOf = Callable[[Record], bytes]
 
+# How long wake-ups gather before a round, and how soon a busy dispatcher looks again.
+GATHER_S = 0.005
+TAIL_S = 0.1
+# How often the pending gauge is read (at most).
+GAUGE_S = 1.0
 # How much of a receiver's answer is read (it is only drained, never stored).
 ANSWER_READ_BYTES = 64 * 1024
 
@@ -68,6 +74,9 @@ class Dispatcher:
         self.lease = uuid.uuid4()
         self._woken = asyncio.Event()
         self._sending: set[asyncio.Task[None]] = set()
+        # Deliveries the receivers took, settled together at the start of the next round.
+        self._taken: list[tuple[uuid.UUID, int]] = []
+        self._gauge_at = 0.0
         self._runner: asyncio.Task[None] | None = None
         self._gw: Gateway | None = None
         self._signer: Signer | None = None
@@ -98,38 +107,61 @@ class Dispatcher:
         if self._gw is not None:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(2), self._gw.connection() as conn:
+                    await self._settle_taken(conn)
                     await outbox.release_leases(conn, self.lease)
         if self._session is not None:
             await self._session.close()
 
     async def _run(self) -> None:
+        busy = False
         while True:
+            # After a round that did something, look again soon even unwoken: an event whose
+            # trigger saw this process busy did not notify (see sql/0008_push.sql).
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.settings.push_poll_s):
+                async with asyncio.timeout(TAIL_S if busy else self.settings.push_poll_s):
                     await self._woken.wait()
+            # Let the wake-ups of a burst gather: one round takes and settles them together.
+            await asyncio.sleep(GATHER_S)
             self._woken.clear()
             try:
-                await self._round()
+                busy = await self._round()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                busy = False
                 log.warning("push dispatch round failed: %s", type(exc).__name__)
 
-    async def _round(self) -> None:
-        """Lease what fits in the free room and send each in its own task."""
+    async def _round(self) -> bool:
+        """Settle what the receivers took since the last round; lease what fits in the free
+        room and send each in its own task. Return whether there was anything to do."""
         assert self._gw is not None
         room = self.settings.push_concurrency - len(self._sending)
-        if room <= 0:
-            return
+        settled = bool(self._taken)
         async with self._gw.connection() as conn:
-            rows = await outbox.take_due(conn, self.lease, self.settings.push_lease_s, room)
-            metrics.push_pending(await outbox.count_pending(conn))
+            await self._settle_taken(conn)
+            rows = []
+            if room > 0:
+                rows = await outbox.take_due(conn, self.lease, self.settings.push_lease_s, room)
+            now = time.monotonic()
+            if now >= self._gauge_at:
+                self._gauge_at = now + GAUGE_S
+                metrics.push_pending(await outbox.count_pending(conn))
         for row in rows:
             task = asyncio.create_task(self._deliver(row))
             self._sending.add(task)
             task.add_done_callback(self._sent)
-        if len(rows) == room:
+        if rows and len(rows) == room:
             self.wake()  # more may be due
+        return settled or bool(rows) or bool(self._sending)
+
+    async def _settle_taken(self, conn: Any) -> None:
+        taken, self._taken = self._taken, []
+        if taken:
+            try:
+                await outbox.delivered(conn, taken, self.lease)
+            except BaseException:
+                self._taken.extend(taken)  # the next round tries again
+                raise
 
     def _sent(self, task: asyncio.Task[None]) -> None:
         self._sending.discard(task)
@@ -197,11 +229,13 @@ class Dispatcher:
 
     async def _settle(self, row: Record, status: int | None, error: str, seconds: float) -> None:
         assert self._gw is not None
+        if status is not None and 200 <= status < 300:
+            # Recorded with the others at the next round (which this delivery's end wakes).
+            self._taken.append((row["id"], status))
+            metrics.push_delivery("delivered", seconds)
+            return
         async with self._gw.connection() as conn:
-            if status is not None and 200 <= status < 300:
-                await outbox.delivered(conn, row["id"], self.lease, status)
-                metrics.push_delivery("delivered", seconds)
-            elif status == 410:
+            if status == 410:
                 await outbox.gone(conn, row["id"], self.lease, error)
                 metrics.push_delivery("disabled", seconds)
                 log.info("push config %s disabled: its receiver answered 410", row["config"])

@@ -172,10 +172,15 @@ async def redeliver(
 
 # ---- the dispatchers' statements -----------------------------------------------------------
 
+# The dispatchers' statements commit without waiting for the WAL flush: a take or a settle
+# lost in a crash only means the delivery is sent again (at-least-once; the receiver dedupes
+# on its id), and they stay off the flush queue the requests' commits wait in.
+_NO_FLUSH = "(SELECT set_config('synchronous_commit', 'off', true)) AS no_flush"
+
 # Take up to $3 due deliveries under a lease ($1 for $2 s): pending, due, not leased (or the
 # lease ran out: its sender died), and first in its config's queue (order per config).
 # SKIP LOCKED: two dispatchers never take the same row.
-TAKE_DUE = """
+TAKE_DUE = f"""
 WITH due AS (
     SELECT d.id FROM a2a_push_deliveries d
     WHERE d.state = 'pending' AND d.next_attempt_at <= now()
@@ -188,16 +193,18 @@ WITH due AS (
 )
 UPDATE a2a_push_deliveries d SET lease_token = $1, attempts = d.attempts + 1,
     lease_expires_at = now() + make_interval(secs => $2)
-FROM due, a2a_push_configs c, a2a_tasks t
+FROM due, a2a_push_configs c, a2a_tasks t, {_NO_FLUSH}
 WHERE d.id = due.id AND c.row_id = d.config AND t.id = d.task
 RETURNING d.id, d.seq, d.kind, d.snapshot, d.attempts, d.config, c.url, c.version,
     c.token_sealed, c.auth_scheme, c.credentials_sealed, t.task_id, t.context_id,
     d.created_at
 """
 
-DELIVERED = """UPDATE a2a_push_deliveries SET state = 'delivered', delivered_at = now(),
-    last_status = $3, last_error = NULL, lease_token = NULL, lease_expires_at = NULL
-WHERE id = $1 AND lease_token = $2"""
+# Deliveries the receivers took (2xx), settled together: ids $1, statuses $2, lease $3.
+DELIVERED = f"""UPDATE a2a_push_deliveries d SET state = 'delivered', delivered_at = now(),
+    last_status = s.status, last_error = NULL, lease_token = NULL, lease_expires_at = NULL
+FROM unnest($1::uuid[], $2::integer[]) AS s (id, status), {_NO_FLUSH}
+WHERE d.id = s.id AND d.lease_token = $3"""
 
 # A failed attempt: retried after $5 s, or dead after the last attempt ($6).
 FAILED = """UPDATE a2a_push_deliveries SET last_status = $3, last_error = $4,
@@ -231,9 +238,9 @@ async def take_due(conn: Conn, lease: uuid.UUID, lease_s: float, limit: int) -> 
     return rows
 
 
-async def delivered(conn: Conn, row_id: uuid.UUID, lease: uuid.UUID, status: int) -> None:
-    """Record a delivery the receiver took (2xx)."""
-    await conn.execute(DELIVERED, row_id, lease, status)
+async def delivered(conn: Conn, taken: list[tuple[uuid.UUID, int]], lease: uuid.UUID) -> None:
+    """Record deliveries the receivers took (2xx), with the status each answered."""
+    await conn.execute(DELIVERED, [t[0] for t in taken], [t[1] for t in taken], lease)
 
 
 async def failed(

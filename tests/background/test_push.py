@@ -143,8 +143,13 @@ async def test_a_failed_delivery_is_retried_under_the_same_id(
     await eventually(lambda: receiver.ok() or None, "a delivery that succeeded")
     assert [d.status for d in receiver.got] == [500, 503, 200]
     assert len({d.delivery_id for d in receiver.got}) == 1
-    (row,) = await deliveries(push_client, agent, "T1", config["id"])
-    assert row["state"] == "delivered" and row["attempts"] == 3 and row["lastStatus"] == 200
+
+    async def settled() -> JSON | None:
+        (row,) = await deliveries(push_client, agent, "T1", config["id"])
+        return row if row["state"] == "delivered" else None
+
+    row = await eventually(settled, "the delivery recorded as delivered")
+    assert row["attempts"] == 3 and row["lastStatus"] == 200
     assert row["id"] == receiver.got[0].delivery_id
 
 
@@ -172,8 +177,12 @@ async def test_a_delivery_is_dead_after_the_last_attempt_and_the_next_goes_on(
     await follow_up(push_client, agent)
     await follow_up(push_client, agent, "Monday")
     await eventually(lambda: len(receiver.ok()) == 2, "the later deliveries")
-    rows = await deliveries(push_client, agent, "T1", config["id"])
-    assert [r["state"] for r in rows] == ["dead", "delivered", "delivered"]
+
+    async def settled() -> list[JSON] | None:
+        rows = await deliveries(push_client, agent, "T1", config["id"])
+        return rows if [r["state"] for r in rows] == ["dead", "delivered", "delivered"] else None
+
+    rows = await eventually(settled, "one dead delivery and the later ones delivered")
     assert rows[0]["attempts"] == 3 and rows[0]["lastStatus"] == 500
     assert rows[0]["nextAttemptAt"] is None
 

@@ -132,5 +132,5 @@ async def test_a_settle_by_a_lease_that_lost_the_row_changes_nothing(
     await task_with_configs(db, "0.3")
     await append_event(db, TASK_ROW, "task_updated", "working", "working", "alice", {})
     (row,) = await outbox.take_due(db, uuid.uuid4(), 30, 10)
-    await outbox.delivered(db, row["id"], uuid.uuid4(), 200)
+    await outbox.delivered(db, [(row["id"], 200)], uuid.uuid4())
     assert await db.fetchval("SELECT state FROM a2a_push_deliveries") == "pending"

@@ -184,8 +184,12 @@ async def test_a_streamed_follow_up_produces_deliveries(
     states = [d.body.get("task", d.body.get("statusUpdate", {})).get("status", {}).get("state")
               for d in receiver.ok()]  # fmt: skip
     assert states[-1] == "TASK_STATE_COMPLETED"
-    rows = await deliveries(push_client, agent, "T1", config["id"])
-    assert all(row["state"] == "delivered" for row in rows)
+
+    async def all_delivered() -> bool:
+        rows = await deliveries(push_client, agent, "T1", config["id"])
+        return all(row["state"] == "delivered" for row in rows)
+
+    await eventually(all_delivered, "every delivery recorded as delivered")
 
 
 async def test_a_watched_task_started_with_return_immediately_produces_deliveries(
