@@ -35,6 +35,7 @@ demo: $(RUN_STAMP)
 
 bench: $(DEV_STAMP)
 	$(PY) bench/continue_bench.py
+	$(PY) bench/push_bench.py
 
 walkthrough: $(RUN_STAMP)
 	$(PY) scripts/walkthrough.py

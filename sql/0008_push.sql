@@ -14,6 +14,8 @@ CREATE TABLE a2a_push_configs (
     credentials_sealed bytea,
     -- A receiver that answered 410 Gone disables its config: nothing more is enqueued.
     enabled            boolean NOT NULL DEFAULT true,
+    -- Whether its first delivery (the whole task) is enqueued: later ones are updates.
+    started            boolean NOT NULL DEFAULT false,
     created_at         timestamptz NOT NULL DEFAULT now(),
     UNIQUE (task, id)
 );
@@ -21,10 +23,11 @@ CREATE TABLE a2a_push_configs (
 CREATE TABLE a2a_push_deliveries (
     -- Sent as A2A-Delivery-Id, the same on every attempt.
     id               uuid PRIMARY KEY DEFAULT gen_random_uuid(),
-    -- Deleted with its config, which is deleted with its task.
-    config           uuid NOT NULL REFERENCES a2a_push_configs (row_id) ON DELETE CASCADE,
-    -- The config's task (no index of its own: rows go with their config).
-    task             uuid NOT NULL,
+    -- Deleted with its task, and by core/push_configs with its config (no foreign key to
+    -- the config: its check would lock the config row at every enqueue, where the one to the
+    -- task finds the row already locked by the statement that appends the event).
+    task             uuid NOT NULL REFERENCES a2a_tasks (id) ON DELETE CASCADE,
+    config           uuid NOT NULL,
     seq              integer NOT NULL,
     -- The order of the deliveries one event makes (1.0: the status update, then one
     -- artifact update per changed artifact).
@@ -42,7 +45,7 @@ CREATE TABLE a2a_push_deliveries (
     last_error       text,
     created_at       timestamptz NOT NULL DEFAULT now(),
     delivered_at     timestamptz,
-    UNIQUE (config, seq, part)
+    UNIQUE (task, config, seq, part)
 );
 
 -- The dispatchers' pick: due pending rows; and, per config, the earlier pending rows that
@@ -75,15 +78,16 @@ BEGIN
     END IF;
     WITH pushed AS (
         SELECT e.task, e.seq, e.type, e.previous_state, e.new_state, e.data,
-               c.row_id AS config, c.version,
-               NOT EXISTS (SELECT 1 FROM a2a_push_deliveries d WHERE d.config = c.row_id)
-                   AS first,
+               c.row_id AS config, c.version, NOT c.started AS first,
                t.state, t.status_message, t.artifacts
         FROM new_events e
         JOIN a2a_push_configs c ON c.task = e.task AND c.enabled
         JOIN a2a_tasks t ON t.id = e.task
         WHERE e.type IN ('task_created', 'task_continued', 'task_updated', 'task_canceled')
           AND NOT (e.type = 'task_continued' AND e.data ? 'error')
+    ), started AS (
+        UPDATE a2a_push_configs c SET started = true FROM pushed p
+        WHERE c.row_id = p.config AND p.first
     ), parts AS (
         SELECT p.*, 'task' AS kind, 0 AS part,
                jsonb_build_object('state', p.state, 'statusMessage', p.status_message,
@@ -107,8 +111,7 @@ BEGIN
                    ELSE p.type = 'task_continued' END
     )
     INSERT INTO a2a_push_deliveries (config, task, seq, part, kind, snapshot)
-    SELECT config, task, seq, part, kind, snapshot FROM parts
-    ON CONFLICT (config, seq, part) DO NOTHING;
+    SELECT config, task, seq, part, kind, snapshot FROM parts;
     -- Wake the dispatchers, unless another delivery is due and first in its config's queue:
     -- then one is sending or about to take it, and takes this one in the round after (a
     -- NOTIFY holds a database-wide lock until its commit is flushed: one per event would

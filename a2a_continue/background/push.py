@@ -37,6 +37,7 @@ BodyOf = Callable[[Record], bytes]
 # How long wake-ups gather before a round, and how soon a busy dispatcher looks again.
 GATHER_S = 0.005
 TAIL_S = 0.1
+QUIET_ROUNDS = 6
 # How often the pending gauge is read (at most).
 GAUGE_S = 1.0
 # How much of a receiver's answer is read (it is only drained, never stored).
@@ -113,22 +114,26 @@ class Dispatcher:
             await self._session.close()
 
     async def _run(self) -> None:
-        busy = False
+        quiet = QUIET_ROUNDS  # rounds since the last one that had something to do
         while True:
-            # After a round that did something, look again soon even unwoken: an event whose
-            # trigger saw this process busy did not notify (see sql/0008_push.sql).
+            # After a busy round, look again soon even unwoken (0.1 s, doubling while nothing
+            # turns up, up to the poll): an event whose trigger saw a delivery due did not
+            # notify, and its commit may land just after this process's last look.
+            wait = self.settings.push_poll_s
+            if quiet < QUIET_ROUNDS:
+                wait = min(wait, TAIL_S * 2**quiet)
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(TAIL_S if busy else self.settings.push_poll_s):
+                async with asyncio.timeout(wait):
                     await self._woken.wait()
             # Let the wake-ups of a burst gather: one round takes and settles them together.
             await asyncio.sleep(GATHER_S)
             self._woken.clear()
             try:
-                busy = await self._round()
+                quiet = 0 if await self._round() else min(quiet + 1, QUIET_ROUNDS)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                busy = False
+                quiet = QUIET_ROUNDS
                 log.warning("push dispatch round failed: %s", type(exc).__name__)
 
     async def _round(self) -> bool:

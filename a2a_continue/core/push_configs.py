@@ -88,18 +88,21 @@ INSERT INTO a2a_push_configs AS c (row_id, task, id, url, version, token_sealed,
 VALUES ($8, $1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (task, id) DO UPDATE SET url = EXCLUDED.url, version = EXCLUDED.version,
     token_sealed = EXCLUDED.token_sealed, auth_scheme = EXCLUDED.auth_scheme,
-    credentials_sealed = EXCLUDED.credentials_sealed, enabled = true
+    credentials_sealed = EXCLUDED.credentials_sealed, enabled = true, started = false
 RETURNING {CONFIG_COLUMNS}
 """
 
 # A config given on a start: its first delivery is the task as it stands (the start's
 # first state), enqueued with the config so that no event falls between them.
 ENQUEUE_TASK = """
+WITH started AS (
+    UPDATE a2a_push_configs SET started = true WHERE row_id = $1
+)
 INSERT INTO a2a_push_deliveries (config, task, seq, part, kind, snapshot)
 SELECT $1, t.id, t.last_seq, 0, 'task', jsonb_build_object('state', t.state,
     'statusMessage', t.status_message, 'artifacts', t.artifacts)
 FROM a2a_tasks t WHERE t.id = $2
-ON CONFLICT (config, seq, part) DO NOTHING
+ON CONFLICT (task, config, seq, part) DO NOTHING
 """
 
 SELECT_CONFIG = f"""WITH {_TASK}
@@ -109,8 +112,11 @@ LIST_CONFIGS = f"""WITH {_TASK}
 SELECT {CONFIG_COLUMNS} FROM a2a_push_configs c JOIN task ON c.task = task.id
 ORDER BY c.created_at, c.id"""
 
-DELETE_CONFIG = f"""WITH {_TASK}
-DELETE FROM a2a_push_configs c USING task WHERE c.task = task.id AND c.id = $6"""
+DELETE_CONFIG = f"""WITH {_TASK}, gone AS (
+    DELETE FROM a2a_push_configs c USING task WHERE c.task = task.id AND c.id = $6
+    RETURNING c.task, c.row_id
+)
+DELETE FROM a2a_push_deliveries d USING gone WHERE d.task = gone.task AND d.config = gone.row_id"""
 
 
 def config_out(row: Record) -> PushConfigOut:

@@ -57,7 +57,7 @@ class ConfigDisabled(AppError):
 
 # The visible task ($4 agent, $5 task id) and its config ($6); $1-$3 the caller's scope.
 _CONFIG = f"""config AS (
-    SELECT c.row_id, c.enabled FROM a2a_push_configs c
+    SELECT c.row_id, c.task, c.enabled FROM a2a_push_configs c
     JOIN a2a_tasks t ON t.id = c.task JOIN a2a_agents a ON a.id = t.agent_id
     WHERE t.agent_id = $4 AND t.task_id = $5 AND c.id = $6 AND {TASK_VISIBLE}
 )"""
@@ -67,7 +67,8 @@ DELIVERY_COLUMNS = """d.id, d.seq, d.part, d.kind, d.state, d.attempts, d.last_s
     d.delivered_at, d.created_at"""
 
 LIST_DELIVERIES = f"""WITH {_CONFIG}
-SELECT {DELIVERY_COLUMNS} FROM a2a_push_deliveries d JOIN config ON d.config = config.row_id
+SELECT {DELIVERY_COLUMNS} FROM a2a_push_deliveries d
+JOIN config ON d.task = config.task AND d.config = config.row_id
 WHERE ($7::integer IS NULL OR (d.seq, d.part) > ($7, $8))
 ORDER BY d.seq, d.part LIMIT $9"""
 
