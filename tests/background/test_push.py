@@ -14,6 +14,7 @@ import pytest
 from aiohttp import web
 
 from a2a_continue.app import create_app
+from a2a_continue.background.push import retry_after_s
 from a2a_continue.settings import Settings, parse_networks
 from tests.support.client import Client, register
 from tests.support.fakes import Scripted, StartFake, task_v10
@@ -302,3 +303,11 @@ async def test_deliveries_are_counted_by_outcome(
     after = await scrape(push_client)
     assert ("a2ac_push_pending", frozenset()) in after
     assert moved(before, after, "a2ac_push_delivery_seconds_count") == 2
+
+
+def test_the_back_off_doubles_from_one_second_up_to_five_minutes_with_jitter() -> None:
+    settings = Settings()
+    for attempts, full in ((1, 1.0), (2, 2.0), (4, 8.0), (9, 256.0), (10, 300.0), (30, 300.0)):
+        waits = [retry_after_s(attempts, settings) for _ in range(200)]
+        assert all(full * 0.5 <= w <= full for w in waits)
+        assert max(waits) - min(waits) > 0  # jittered, not in step
