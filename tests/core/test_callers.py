@@ -210,7 +210,7 @@ def test_every_route_the_router_serves_has_a_permission_or_is_public(
     assert [entry.permission for entry in served if not entry.permission] == []
 
 
-def test_public_routes_are_only_health_readiness_and_the_api_description() -> None:
+def test_public_routes_are_only_health_readiness_the_api_description_and_the_jwks() -> None:
     assert {(route.method, route.path) for route in ROUTES if route.permission == PUBLIC} == {
         ("GET", "/"),
         ("GET", "/healthz"),
@@ -219,6 +219,7 @@ def test_public_routes_are_only_health_readiness_and_the_api_description() -> No
         ("GET", "/docs"),
         ("GET", "/docs/"),
         ("GET", "/docs/{asset}"),
+        ("GET", "/.well-known/jwks.json"),
     }
 
 
