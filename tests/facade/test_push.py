@@ -10,11 +10,17 @@ import aiohttp
 import asyncpg
 import msgspec
 import pytest
+from a2a.types.a2a_pb2 import (
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
+    ListTaskPushNotificationConfigsRequest,
+    TaskPushNotificationConfig,
+)
 
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings
 from tests.support.client import Client, register, token
-from tests.support.facade_clients import rpc
+from tests.support.facade_clients import rpc, sdk_client
 from tests.support.fakes import Scripted, StartFake, rpc_result, task_v10
 from tests.support.push import deliveries, fast_push, start_task
 from tests.support.receiver import Receiver, push_receiver
@@ -215,3 +221,32 @@ async def test_a_watched_task_started_with_return_immediately_produces_deliverie
         "the completion pushed",
     )
     assert receiver.ok()[0].body["task"]["status"]["state"] == "TASK_STATE_WORKING"
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_the_sdk_client_manages_configs_and_its_webhook_gets_the_changes(
+    push_client: Client, fake_agent: StartFake, receiver: Receiver, version: str
+) -> None:
+    agent = await agent_with_task(push_client, fake_agent)
+    async with sdk_client(push_client.base, agent, version=version) as sdk:
+        created = await sdk.create_task_push_notification_config(
+            TaskPushNotificationConfig(task_id="T1", id="sdk-1", url=receiver.url, token="tk")
+        )
+        assert (created.id, created.url) == ("sdk-1", receiver.url)
+        got = await sdk.get_task_push_notification_config(
+            GetTaskPushNotificationConfigRequest(task_id="T1", id="sdk-1")
+        )
+        assert got.url == receiver.url and not got.token  # never returned
+        listed = await sdk.list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id="T1")
+        )
+        assert [c.id for c in listed.configs] == ["sdk-1"]
+        r = await push_client.call("POST", f"/v1/a2a/{agent}/tasks/T1/messages", {"text": "x"})
+        assert r.status == 200
+        (got_push,) = await eventually(lambda: receiver.ok() or None, "the delivery")
+        assert got_push.headers["X-A2A-Notification-Token"] == "tk"
+        await sdk.delete_task_push_notification_config(
+            DeleteTaskPushNotificationConfigRequest(task_id="T1", id="sdk-1")
+        )
+    rest = await push_client.call("GET", f"/v1/a2a/{agent}/tasks/T1/push-configs")
+    assert rest.json()["configs"] == []
