@@ -26,7 +26,7 @@ from a2a_continue.runtime.db import HeldConnections, QueryLogger, create_pool
 from a2a_continue.runtime.gateway import Gateway
 from a2a_continue.runtime.hub import Hub
 from a2a_continue.runtime.open_streams import OpenStreams
-from a2a_continue.runtime.push_keys import load_signer
+from a2a_continue.runtime.push_keys import load_pem
 from a2a_continue.runtime.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings, check_jwt_secret
 
@@ -51,6 +51,8 @@ def create_app(
     if settings.jwt_secret:
         check_jwt_secret(settings.jwt_secret)
     sealer = Sealer(decode_key(settings.encryption_key))
+    if settings.push_signing_key:
+        load_pem(settings.push_signing_key)  # a key that cannot sign stops the start
     database_url = settings.database_url
     routes = ROUTES if routes is None else routes
     tokens = TokenVerifier(settings)
@@ -67,19 +69,14 @@ def create_app(
         session = agent_session(settings)
         hub = Hub(database_url, listen=settings.listen)
         streams = OpenStreams(settings.max_streams)
-        dispatcher = Dispatcher(settings, push.delivery_body)
-        async with pool.acquire() as conn:
-            signer = await load_signer(
-                conn, sealer, settings.push_signing_key, push_issuer(settings)
-            )
+        dispatcher = Dispatcher(settings, push.delivery_body, push_issuer(settings))
         await hub.start()
         held = HeldConnections(pool, settings.pool_size)
         gauges = asyncio.create_task(_pool_gauges(held))
         watcher = Watcher(settings)
         gateway = Gateway(settings, pool, session, sealer, hub, streams, held=held, watcher=watcher)
         await watcher.start(gateway)
-        if settings.push_dispatch:
-            await dispatcher.start(gateway, signer)
+        await dispatcher.start(gateway)
         try:
             async with sweeping_claims(gateway):
                 yield {"gateway": gateway}

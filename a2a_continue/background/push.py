@@ -26,7 +26,7 @@ from a2a_continue.core.push_configs import PUSH_NETWORKS, sealed_context
 from a2a_continue.obs import metrics
 from a2a_continue.runtime.db import Record
 from a2a_continue.runtime.gateway import Gateway
-from a2a_continue.runtime.push_keys import Signer
+from a2a_continue.runtime.push_keys import Signer, SigningKeyError, load_signer
 from a2a_continue.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -67,9 +67,10 @@ def push_session(settings: Settings) -> aiohttp.ClientSession:
 class Dispatcher:
     """This process's sender of push deliveries."""
 
-    def __init__(self, settings: Settings, body_of: BodyOf) -> None:
+    def __init__(self, settings: Settings, body_of: BodyOf, issuer: str) -> None:
         self.settings = settings
         self.body_of = body_of
+        self.issuer = issuer
         # This process's lease token: a row leased by a process that died is retaken once
         # its lease has run out.
         self.lease = uuid.uuid4()
@@ -87,11 +88,13 @@ class Dispatcher:
         """Look for due deliveries now (a notification, a settled delivery, a reconnect)."""
         self._woken.set()
 
-    async def start(self, gw: Gateway, signer: Signer) -> None:
-        """Start dispatching in the background."""
-        self._gw, self._signer = gw, signer
+    async def start(self, gw: Gateway) -> None:
+        """Load the signing key and, unless ``A2AC_PUSH_DISPATCH`` is off, dispatch, in the
+        background (a database down at start-up delays deliveries, not the gateway)."""
+        self._gw = gw
         self._session = push_session(self.settings)
-        gw.hub.on_channel(outbox.PUSH_CHANNEL, self.wake)
+        if self.settings.push_dispatch:
+            gw.hub.on_channel(outbox.PUSH_CHANNEL, self.wake)
         self._runner = asyncio.create_task(self._run(), name="a2ac-push")
         self.wake()
 
@@ -113,7 +116,25 @@ class Dispatcher:
         if self._session is not None:
             await self._session.close()
 
+    async def _load_signer(self) -> None:
+        assert self._gw is not None
+        settings = self.settings
+        while self._signer is None:
+            try:
+                async with self._gw.connection() as conn:
+                    self._signer = await load_signer(
+                        conn, self._gw.sealer, settings.push_signing_key, self.issuer
+                    )
+            except SigningKeyError:
+                raise
+            except Exception as exc:
+                log.warning("could not load the push signing key: %s", type(exc).__name__)
+                await asyncio.sleep(settings.push_poll_s)
+
     async def _run(self) -> None:
+        await self._load_signer()  # made or supplied once, published by every process
+        if not self.settings.push_dispatch:
+            return
         quiet = QUIET_ROUNDS  # rounds since the last one that had something to do
         while True:
             # After a busy round, look again soon even unwoken (0.1 s, doubling while nothing

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import asyncpg
@@ -16,6 +17,9 @@ from tests.support.client import Client, assert_problem, register, token
 from tests.support.fakes import Scripted, StartFake, task_v10
 from tests.support.push import add_config, fast_push, start_task
 from tests.support.servers import serve_asgi
+from tests.support.waiting import eventually
+
+JSON = dict[str, Any]
 
 
 @pytest.fixture
@@ -24,6 +28,18 @@ async def push_client(settings: Settings, db: asyncpg.Connection) -> AsyncIterat
     app = create_app(fast_push(settings, push_dispatch=False))
     async with serve_asgi(app) as base, aiohttp.ClientSession() as session:
         yield Client(base, session)
+
+
+async def published(client: Client) -> list[JSON]:
+    """The JWKS's keys, once the gateway has loaded (or made) its signing key."""
+
+    async def keys() -> list[JSON] | None:
+        r = await client.call("GET", "/.well-known/jwks.json", bearer=None)
+        assert r.status == 200, r.raw
+        found: list[JSON] = r.json()["keys"]
+        return found or None
+
+    return await eventually(keys, "a published key")
 
 
 async def task_of(client: Client, fake_agent: StartFake) -> tuple[str, str]:
@@ -115,9 +131,7 @@ async def test_config_routes_need_their_permissions(
 
 
 async def test_jwks_is_public_and_lists_the_signing_key(push_client: Client) -> None:
-    r = await push_client.call("GET", "/.well-known/jwks.json", bearer=None)
-    assert r.status == 200, r.raw
-    keys = r.json()["keys"]
+    keys = await published(push_client)
     assert keys[0]["kty"] == "EC" and keys[0]["alg"] == "ES256" and keys[0]["kid"]
     assert all("d" not in key for key in keys)
 
@@ -125,14 +139,20 @@ async def test_jwks_is_public_and_lists_the_signing_key(push_client: Client) -> 
 async def test_a_supplied_signing_key_is_published_and_the_old_one_kept(
     push_client: Client, settings: Settings, db: asyncpg.Connection
 ) -> None:
-    before = (await push_client.call("GET", "/.well-known/jwks.json")).json()["keys"][0]
+    before = (await published(push_client))[0]
     pem = ec.generate_private_key(ec.SECP256R1()).private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
     app = create_app(fast_push(settings, push_dispatch=False, push_signing_key=pem.decode()))
     async with serve_asgi(app) as base, aiohttp.ClientSession() as session:
-        r = await Client(base, session).call("GET", "/.well-known/jwks.json", bearer=None)
-    kids = [key["kid"] for key in r.json()["keys"]]
+        client = Client(base, session)
+
+        async def rotated() -> list[JSON] | None:
+            keys = await published(client)
+            return keys if keys[0]["kid"] != before["kid"] else None
+
+        keys = await eventually(rotated, "the supplied key published")
+    kids = [key["kid"] for key in keys]
     assert kids[0] != before["kid"] and before["kid"] in kids
 
 
