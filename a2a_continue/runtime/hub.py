@@ -10,6 +10,9 @@ and the row is committed, which picks up the events committed before.
 
 A notification only wakes readers, who then read the rows; streams also re-read every few
 seconds, so a notification lost (or a listener down) delays an event and never loses it.
+
+Other channels (the push outbox's, ``on_channel``) are listened on whenever the connection is
+up, each waking one callback, which is also called after every (re)connect.
 """
 
 from __future__ import annotations

@@ -4,8 +4,10 @@ killed mid-run (SPEC §12: at-least-once, leases, SKIP LOCKED)."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import signal
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -115,5 +117,7 @@ async def test_two_processes_deliver_every_event_once_by_id_with_one_killed(
         "SELECT id, attempts FROM a2a_push_deliveries")}  # fmt: skip
     retaken = [ids for ids in leased.values() if all(attempts[i] >= 2 for i in ids)]
     assert retaken
-    # At-least-once: only a row attempted again may reach the receiver twice.
-    assert len(received) - len(set(received)) <= sum(len(ids) for ids in retaken)
+    # At-least-once: a delivery reaches the receiver more than once only when it was
+    # attempted more than once (a sender killed, or a held answer outlasting its timeout).
+    times = collections.Counter(received)
+    assert all(attempts[uuid.UUID(i)] >= n for i, n in times.items())
