@@ -37,6 +37,7 @@ demo: $(RUN_STAMP)
 # against the current tree's, interleaved in one run. Further benchmarks follow on their own line.
 bench: $(DEV_STAMP)
 	$(PY) bench/continue_bench.py $(if $(BASE),--base $(BASE))
+	$(PY) bench/push_bench.py
 
 walkthrough: $(RUN_STAMP)
 	$(PY) scripts/walkthrough.py

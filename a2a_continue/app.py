@@ -11,8 +11,10 @@ from typing import Any
 
 from starlette.routing import BaseRoute
 
+from a2a_continue.background.push import Dispatcher
 from a2a_continue.background.sweeps import start_sweeper, stop_sweeper, sweeping_claims
 from a2a_continue.background.watcher import Watcher
+from a2a_continue.facade import push
 from a2a_continue.facade import routes as facade
 from a2a_continue.http import console, docs, openapi, rest
 from a2a_continue.http.edge import Edge
@@ -24,6 +26,7 @@ from a2a_continue.runtime.db import HeldConnections, QueryLogger, create_pool
 from a2a_continue.runtime.gateway import Gateway
 from a2a_continue.runtime.hub import Hub
 from a2a_continue.runtime.open_streams import OpenStreams
+from a2a_continue.runtime.push_keys import load_pem
 from a2a_continue.runtime.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings, check_jwt_secret
 
@@ -54,6 +57,8 @@ def create_app(
     if settings.jwt_secret:
         check_jwt_secret(settings.jwt_secret)
     sealer = Sealer(decode_key(settings.encryption_key))
+    if settings.push_signing_key:
+        load_pem(settings.push_signing_key)  # a key that cannot sign stops the start
     database_url = settings.database_url
     routes = ROUTES if routes is None else routes
     tokens = TokenVerifier(settings)
@@ -74,16 +79,19 @@ def create_app(
         session = agent_session(settings)
         hub = Hub(settings.listen_database_url or database_url, listen=settings.listen)
         streams = OpenStreams(settings.max_streams)
+        dispatcher = Dispatcher(settings, push.delivery_body, push_issuer(settings))
         await hub.start()
         held = HeldConnections(pool, settings.pool_size)
         gauges = asyncio.create_task(_pool_gauges(held))
         watcher = Watcher(settings)
         gateway = Gateway(settings, pool, session, sealer, hub, streams, held=held, watcher=watcher)
         await watcher.start(gateway)
+        await dispatcher.start(gateway)
         try:
             async with sweeping_claims(gateway):
                 yield {"gateway": gateway}
         finally:
+            await dispatcher.stop()
             await watcher.stop()
             await stop_sweeper(sweeper)
             gauges.cancel()
@@ -104,6 +112,11 @@ def create_app(
 
     edge = Edge(routes, tokens, lifespan)
     return edge
+
+
+def push_issuer(settings: Settings) -> str:
+    """The `iss` of delivery JWTs: the gateway's public URL."""
+    return (settings.public_url or f"http://{settings.host}:{settings.port}").rstrip("/")
 
 
 # How long a stopping gateway gives cancelled requests to release their claims.

@@ -82,6 +82,17 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # Where each process's one LISTEN connection goes (straight to PostgreSQL); unset: the
     # database URL.
     listen_database_url: str | None = None
+    # -- push notifications (SPEC §12) --
+    push_networks: tuple[Network, ...] = ()
+    push_max_attempts: int = 8
+    push_concurrency: int = 50
+    push_timeout_s: float = 10.0
+    push_retry_base_s: float = 1.0
+    push_retry_max_s: float = 300.0
+    push_lease_s: float = 60.0
+    push_poll_s: float = 5.0
+    push_signing_key: str = ""
+    push_dispatch: bool = True
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -201,6 +212,17 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         # A real topology: replicas, a connection pooler.
         db_statement_cache=_count(env, "A2AC_DB_STATEMENT_CACHE", 100),
         listen_database_url=env.get("A2AC_LISTEN_DATABASE_URL") or None,
+        # -- push notifications (SPEC §12) --
+        push_networks=_networks(env, "A2AC_PUSH_NETWORKS"),
+        push_max_attempts=_integer(env, "A2AC_PUSH_MAX_ATTEMPTS", 8),
+        push_concurrency=_integer(env, "A2AC_PUSH_CONCURRENCY", 50),
+        push_timeout_s=_number(env, "A2AC_PUSH_TIMEOUT_S", 10.0),
+        push_retry_base_s=_number(env, "A2AC_PUSH_RETRY_BASE_S", 1.0),
+        push_retry_max_s=_number(env, "A2AC_PUSH_RETRY_MAX_S", 300.0),
+        push_lease_s=_number(env, "A2AC_PUSH_LEASE_S", 60.0),
+        push_poll_s=_number(env, "A2AC_PUSH_POLL_S", 5.0),
+        push_signing_key=env.get("A2AC_PUSH_SIGNING_KEY", ""),
+        push_dispatch=_flag(env, "A2AC_PUSH_DISPATCH", True),
     )
     return _check_watch(settings)
 

@@ -256,3 +256,9 @@ async def test_a_route_added_to_the_table_alone_is_routed_checked_and_documented
     assert operation["summary"] == "Say hi"
     assert operation["x-permission"] == "a2a.hello"
     assert operation["description"] == "Greet the caller.\n\nNeeds permission `a2a.hello`."
+
+
+def test_a_push_signing_key_that_cannot_sign_stops_the_start(settings: Settings) -> None:
+    bad = msgspec.structs.replace(settings, push_signing_key="not a PEM key")
+    with pytest.raises(ValueError, match="A2AC_PUSH_SIGNING_KEY"):
+        create_app(bad)

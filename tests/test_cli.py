@@ -20,7 +20,13 @@ import pytest
 from a2a_continue import cli
 from a2a_continue.runtime.secrets import load_or_create_secrets
 from a2a_continue.settings import Settings
-from tests.support.database import create_database, drop_database, topology_env, with_database
+from tests.support.database import (
+    create_database,
+    direct_url,
+    drop_database,
+    topology_env,
+    with_database,
+)
 from tests.support.ports import free_port
 from tests.support.processes import clean_env, ready, run_cli, start_serve, wait_ready
 

@@ -241,3 +241,39 @@ def test_topology_settings_are_read_from_their_variables() -> None:
 def test_a_statement_cache_that_is_not_a_whole_number_is_refused(raw: str) -> None:
     with pytest.raises(SettingsError, match="A2AC_DB_STATEMENT_CACHE"):
         load_settings({"A2AC_DB_STATEMENT_CACHE": raw})
+
+
+def test_push_settings_default_to_the_documented_values() -> None:
+    settings = load_settings({})
+    assert settings.push_networks == ()
+    assert (settings.push_max_attempts, settings.push_concurrency) == (8, 50)
+    assert (settings.push_timeout_s, settings.push_lease_s, settings.push_poll_s) == (10, 60, 5)
+    assert (settings.push_retry_base_s, settings.push_retry_max_s) == (1.0, 300.0)
+    assert (settings.push_signing_key, settings.push_dispatch) == ("", True)
+
+
+def test_push_settings_are_read_from_the_environment() -> None:
+    settings = load_settings(
+        {
+            "A2AC_PUSH_NETWORKS": "10.0.0.0/8",
+            "A2AC_PUSH_MAX_ATTEMPTS": "3",
+            "A2AC_PUSH_CONCURRENCY": "7",
+            "A2AC_PUSH_TIMEOUT_S": "2.5",
+            "A2AC_PUSH_RETRY_BASE_S": "0.5",
+            "A2AC_PUSH_RETRY_MAX_S": "60",
+            "A2AC_PUSH_LEASE_S": "30",
+            "A2AC_PUSH_POLL_S": "1",
+            "A2AC_PUSH_SIGNING_KEY": "pem",
+            "A2AC_PUSH_DISPATCH": "false",
+        }
+    )
+    assert settings.push_networks == (ipaddress.ip_network("10.0.0.0/8"),)
+    assert (settings.push_max_attempts, settings.push_concurrency) == (3, 7)
+    assert (settings.push_timeout_s, settings.push_lease_s, settings.push_poll_s) == (2.5, 30, 1)
+    assert (settings.push_retry_base_s, settings.push_retry_max_s) == (0.5, 60.0)
+    assert (settings.push_signing_key, settings.push_dispatch) == ("pem", False)
+
+
+def test_a_push_attempt_count_that_is_not_a_whole_number_is_refused() -> None:
+    with pytest.raises(SettingsError, match="A2AC_PUSH_MAX_ATTEMPTS"):
+        load_settings({"A2AC_PUSH_MAX_ATTEMPTS": "2.5"})

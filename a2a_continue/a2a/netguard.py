@@ -47,8 +47,11 @@ def literal_address(host: str) -> Address | None:
     return None
 
 
-def address_problem(address: Address, networks: Sequence[Network] = ()) -> str | None:
-    """Say why the gateway must not connect to ``address``, or None when it may."""
+def address_problem(
+    address: Address, networks: Sequence[Network] = (), setting: str = "A2AC_AGENT_NETWORKS"
+) -> str | None:
+    """Say why the gateway must not connect to ``address``, or None when it may (``setting``
+    names the allow-list ``networks`` came from)."""
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
     if address.is_link_local:
@@ -60,16 +63,25 @@ def address_problem(address: Address, networks: Sequence[Network] = ()) -> str |
     if address == LIMITED_BROADCAST:
         return f"{address} is the broadcast address"
     if networks and not any(address in net for net in networks if net.version == address.version):
-        return f"{address} is outside A2AC_AGENT_NETWORKS"
+        return f"{address} is outside {setting}"
     return None
 
 
-def _bad_url(msg: str) -> Invalid:
-    return Invalid([{"loc": "$.endpointUrl", "msg": msg}])
+def normalize_endpoint_url(
+    url: str,
+    networks: Sequence[Network] = (),
+    *,
+    loc: str = "$.endpointUrl",
+    setting: str = "A2AC_AGENT_NETWORKS",
+    what: str = "agents",
+) -> str:
+    """Check an agent endpoint URL (or, with ``loc``, ``setting`` and ``what``, another URL
+    the gateway calls, such as a push webhook) and return it with its scheme in lower case;
+    422 otherwise."""
 
+    def _bad_url(msg: str) -> Invalid:
+        return Invalid([{"loc": loc, "msg": msg}])
 
-def normalize_endpoint_url(url: str, networks: Sequence[Network] = ()) -> str:
-    """Check an agent endpoint URL and return it with its scheme in lower case; 422 otherwise."""
     if _SPACE_OR_CONTROL.search(url):
         raise _bad_url("must not contain spaces or control characters")
     try:
@@ -90,41 +102,47 @@ def normalize_endpoint_url(url: str, networks: Sequence[Network] = ()) -> str:
         raise _bad_url("the port must be between 1 and 65535")
     address = literal_address(parts.hostname)
     if address is not None:
-        problem = address_problem(address, networks)
+        problem = address_problem(address, networks, setting)
         if problem is not None:
-            raise _bad_url(f"agents may not be reached at this address: {problem}")
+            raise _bad_url(f"{what} may not be reached at this address: {problem}")
     return urlunsplit(parts._replace(scheme=scheme))
 
 
-def check_call_url(url: str, networks: Sequence[Network] = ()) -> None:
+def check_call_url(
+    url: str, networks: Sequence[Network] = (), setting: str = "A2AC_AGENT_NETWORKS"
+) -> None:
     """Refuse, at call time, a URL whose host is a literal address the gateway must avoid.
 
     aiohttp does not pass literal addresses through the resolver, so every outbound call
     checks its URL here first.
     """
-    problem = _call_url_problem(url, tuple(networks))
+    problem = _call_url_problem(url, tuple(networks), setting)
     if problem is not None:
         raise AddressRefused(problem)
 
 
 @functools.lru_cache(maxsize=4096)
-def _call_url_problem(url: str, networks: tuple[Network, ...]) -> str | None:
+def _call_url_problem(url: str, networks: tuple[Network, ...], setting: str) -> str | None:
     # The answer depends only on the URL and the networks: worked out once per URL.
     try:
         host = urlsplit(url).hostname
     except ValueError:
         return None  # not a URL aiohttp can call either; it fails the call on its own
     address = literal_address(host) if host else None
-    return address_problem(address, networks) if address is not None else None
+    return address_problem(address, networks, setting) if address is not None else None
 
 
 class GuardedResolver(AbstractResolver):
     """Resolve names, then drop every address the gateway must not connect to."""
 
     def __init__(
-        self, networks: Sequence[Network] = (), inner: AbstractResolver | None = None
+        self,
+        networks: Sequence[Network] = (),
+        inner: AbstractResolver | None = None,
+        setting: str = "A2AC_AGENT_NETWORKS",
     ) -> None:
         self.networks = tuple(networks)
+        self.setting = setting
         self.inner = inner if inner is not None else DefaultResolver()
 
     async def resolve(
@@ -134,7 +152,8 @@ class GuardedResolver(AbstractResolver):
         results = await self.inner.resolve(host, port, family)
         allowed, problems = [], []
         for result in results:
-            problem = address_problem(ipaddress.ip_address(result["host"]), self.networks)
+            address = ipaddress.ip_address(result["host"])
+            problem = address_problem(address, self.networks, self.setting)
             if problem is None:
                 allowed.append(result)
             else:

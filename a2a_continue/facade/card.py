@@ -115,9 +115,9 @@ def facade_card(source: JSON | None, name: str, url: str, version: str | None = 
     extended = declares_extended_card(base)
     card["capabilities"] = {
         **(capabilities if isinstance(capabilities, dict) else {}),
-        # §8.2's fallback streams for every agent; push notifications are not offered.
+        # §8.2's fallback streams for every agent; push comes from the gateway's event log.
         "streaming": True,
-        "pushNotifications": False,
+        "pushNotifications": True,
         "extendedAgentCard": extended,
     }
     card["supportedInterfaces"] = [

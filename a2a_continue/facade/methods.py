@@ -16,12 +16,11 @@ from a2a_continue.core.snapshots import ask_agent
 from a2a_continue.core.task_reads import find_task, list_tasks
 from a2a_continue.core.updates import record_update
 from a2a_continue.errors import AgentBadAnswer, Invalid, NotCancelable
-from a2a_continue.facade import keys, translate
+from a2a_continue.facade import keys, push, translate
 from a2a_continue.facade.context import Call
 from a2a_continue.facade.errors import (
     CANCEL_METHODS,
     INVALID_PARAMS,
-    PUSH_NOT_SUPPORTED,
     RpcError,
     from_agent_error,
 )
@@ -143,14 +142,24 @@ def _kept_answer(raw: bytes, version: str) -> object:
 
 
 async def send(call: Call, params: JSON) -> object:
-    """SendMessage / message/send: a start, or a follow-up when the message names a task."""
+    """SendMessage / message/send: a start, or a follow-up when the message names a task.
+
+    A push config given inline covers the send's own changes: created before a follow-up,
+    and with a start's task (its first delivery is that task)."""
     body = send_body(params)
     assert body.message is not None
     task_id = body.message.task_id
+    inline = push.inline_config(params)
     async with keys.hold_for(call, params, with_claim=task_id is not None) as held_key:
         if task_id is None:
+            if inline is not None:
+                push.check_inline(call, inline)
             sent = await invoke.start_task(call.gw, call.caller, call.agent_id, body)
+            if inline is not None and sent.answer.kind == TASK and sent.answer.task_id:
+                await push.create_inline(call, sent.answer.task_id, inline, deliver_task=True)
         else:
+            if inline is not None:
+                await push.create_inline(call, task_id, inline, deliver_task=False)
             sent = await continuation.continue_task(
                 call.gw, call.caller, call.agent_id, task_id, as_continue(body), key=held_key
             )
@@ -283,11 +292,6 @@ async def list_(call: Call, params: JSON) -> object:
         "pageSize": int(query["limit"]),
         "totalSize": int(total or 0),
     }
-
-
-async def push_not_supported(call: Call, params: JSON) -> object:
-    """Push-notification methods: the gateway offers no push notifications."""
-    raise RpcError(PUSH_NOT_SUPPORTED, "push notifications are not supported")
 
 
 Method = Callable[[Call, JSON], Awaitable[object]]

@@ -15,7 +15,7 @@ from a2a_continue.a2a.protocol import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_continue.core.idempotency import REPLAYED, Replayed
 from a2a_continue.errors import AppError, Forbidden
 from a2a_continue.facade import methods as m
-from a2a_continue.facade import streaming
+from a2a_continue.facade import push, streaming
 from a2a_continue.facade.context import Call
 from a2a_continue.facade.errors import (
     INTERNAL_ERROR,
@@ -51,18 +51,19 @@ class MethodSpec:
     final_states: frozenset[str] = frozenset()
 
 
+# The push-config methods of each version: (name, permission, method).
 _PUSH_METHODS = {
     "1.0": (
-        "CreateTaskPushNotificationConfig",
-        "GetTaskPushNotificationConfig",
-        "ListTaskPushNotificationConfigs",
-        "DeleteTaskPushNotificationConfig",
+        ("CreateTaskPushNotificationConfig", INVOKE, push.create),
+        ("GetTaskPushNotificationConfig", READ, push.get),
+        ("ListTaskPushNotificationConfigs", READ, push.list_),
+        ("DeleteTaskPushNotificationConfig", INVOKE, push.delete),
     ),
     "0.3": (
-        "tasks/pushNotificationConfig/set",
-        "tasks/pushNotificationConfig/get",
-        "tasks/pushNotificationConfig/list",
-        "tasks/pushNotificationConfig/delete",
+        ("tasks/pushNotificationConfig/set", INVOKE, push.create),
+        ("tasks/pushNotificationConfig/get", READ, push.get),
+        ("tasks/pushNotificationConfig/list", READ, push.list_),
+        ("tasks/pushNotificationConfig/delete", INVOKE, push.delete),
     ),
 }
 
@@ -89,9 +90,9 @@ METHODS: dict[str, MethodSpec] = {
     "agent/getAuthenticatedExtendedCard": MethodSpec("0.3", READ, run=extended_card),
     "tasks/cancel": MethodSpec("0.3", INVOKE, run=m.cancel),
     **{
-        name: MethodSpec(version, READ, run=m.push_not_supported)
-        for version, names in _PUSH_METHODS.items()
-        for name in names
+        name: MethodSpec(version, permission, run=run)
+        for version, methods in _PUSH_METHODS.items()
+        for name, permission, run in methods
     },
 }
 

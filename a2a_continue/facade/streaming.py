@@ -23,7 +23,7 @@ from a2a_continue.core.event_stream import EventStream
 from a2a_continue.core.models import EventOut
 from a2a_continue.core.task_reads import find_task, task_out
 from a2a_continue.errors import AppError
-from a2a_continue.facade import keys, translate
+from a2a_continue.facade import keys, push, translate
 from a2a_continue.facade import methods as m
 from a2a_continue.facade.context import Call
 from a2a_continue.facade.errors import (
@@ -119,19 +119,35 @@ async def send_frames(call: Call, params: m.JSON) -> AsyncGenerator[Item]:
     body = m.send_body(params)
     assert body.message is not None
     task_id = body.message.task_id
+    inline = push.inline_config(params)
+    if inline is not None:
+        push.check_inline(call, inline)
     async with keys.hold_for(call, params, with_claim=task_id is not None) as held_key:
         if task_id is None:
             opened = await relay.stream_start(
                 call.gw, call.caller, call.agent_id, body, key=held_key
             )
         else:
+            if inline is not None:
+                await push.create_inline(call, task_id, inline, deliver_task=False)
             follow_up = m.as_continue(body)
             opened = await relay.stream_follow_up(
                 call.gw, call.caller, call.agent_id, task_id, follow_up, key=held_key
             )
         await held_key.mark_streamed(task_id)  # a stream keeps nothing; retries go to the events
     async for item in opened.items():
+        if inline is not None and task_id is None and item.answer and item.answer.task_id:
+            # A streamed start's config comes with its task (recorded with this first frame).
+            await _inline_on_start(call, item.answer.task_id, inline)
+            inline = None
         yield _relayed(item, call)
+
+
+async def _inline_on_start(call: Call, task_id: str, inline: object) -> None:
+    try:
+        await push.create_inline(call, task_id, inline, deliver_task=True)
+    except Exception:
+        log.exception("could not create the push config given on a streamed start")
 
 
 # ---- subscribe ------------------------------------------------------------------------

@@ -19,7 +19,10 @@ from a2a_continue.core.models import (
     TaskList,
     TaskOut,
 )
+from a2a_continue.core.push_configs import PushConfigCreate, PushConfigList, PushConfigOut
+from a2a_continue.core.push_deliveries import DeliveryList, DeliveryOut
 from a2a_continue.http import handlers as h
+from a2a_continue.http import push_handlers as ph
 from a2a_continue.http.routes import PUBLIC, ApiRoute, Operation, Param
 
 _LIMIT = Param("limit", "page size", {"type": "integer", "minimum": 1, "maximum": 200})
@@ -34,6 +37,7 @@ _AGENT = (502, 504)
 
 AGENT = "/v1/a2a/agents/{agent_id:uuid}"
 TASK = "/v1/a2a/{agent_id:uuid}/tasks/{task_id:task_id}"
+PUSH_CONFIG = TASK + "/push-configs/{config_id:task_id}"
 
 # The sample agent (`a2a-continue sample-agent`) asks "Which city?", then gives a forecast.
 QUESTION = "What will the weather be tomorrow?"
@@ -240,6 +244,87 @@ ROUTES = [
         Operation(
             "Prometheus metrics (text exposition format; every worker's under --workers)",
             answer="text/plain",
+        ),
+    ),
+    # -- push notifications (SPEC §12) --
+    ApiRoute(
+        "POST",
+        TASK + "/push-configs",
+        ph.create_config,
+        "a2a.invoke",
+        Operation(
+            "Add a push-notification webhook to a task (its changes are POSTed to `url`)",
+            body=PushConfigCreate,
+            status=201,
+            answer=PushConfigOut,
+            problems=(404, 413, 422, _DB),
+            example={
+                "url": "https://hooks.example.com/a2a",
+                "version": "1.0",
+                "token": "opaque-token-the-receiver-checks",
+                "authentication": {"scheme": "Bearer"},
+            },
+            location="the new config: `…/push-configs/{id}`",
+        ),
+    ),
+    ApiRoute(
+        "GET",
+        TASK + "/push-configs",
+        ph.list_configs,
+        "a2a.read",
+        Operation("List a task's push configs", answer=PushConfigList, problems=(404, _DB)),
+    ),
+    ApiRoute(
+        "GET",
+        PUSH_CONFIG,
+        ph.get_config,
+        "a2a.read",
+        Operation("Show one push config", answer=PushConfigOut, problems=(404, _DB)),
+    ),
+    ApiRoute(
+        "DELETE",
+        PUSH_CONFIG,
+        ph.delete_config,
+        "a2a.invoke",
+        Operation(
+            "Delete a push config and its deliveries (204 again on a repeat)",
+            status=204,
+            problems=(404, _DB),
+        ),
+    ),
+    ApiRoute(
+        "GET",
+        PUSH_CONFIG + "/deliveries",
+        ph.list_deliveries,
+        "a2a.read",
+        Operation(
+            "List a push config's deliveries in the order they are sent",
+            answer=DeliveryList,
+            query=(_LIMIT, _CURSOR),
+            problems=(404, 422, _DB),
+        ),
+    ),
+    ApiRoute(
+        "POST",
+        PUSH_CONFIG + "/deliveries/{delivery_id:uuid}/redeliver",
+        ph.redeliver,
+        "a2a.invoke",
+        Operation(
+            "Queue a dead or delivered delivery again, under the same `A2A-Delivery-Id`",
+            status=202,
+            answer=DeliveryOut,
+            problems=(404, 409, _DB),
+        ),
+    ),
+    ApiRoute(
+        "GET",
+        "/.well-known/jwks.json",
+        ph.jwks,
+        PUBLIC,
+        Operation(
+            "The public keys push deliveries' JWTs are signed with (JWKS)",
+            answer='`{"keys": [...]}`',
+            problems=(_DB,),
         ),
     ),
 ]

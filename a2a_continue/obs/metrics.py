@@ -58,6 +58,14 @@ DB_POOL = Gauge(
     ["state"],
     multiprocess_mode="livesum",
 )
+# -- push notifications (SPEC §12) --
+PUSH_DELIVERIES = Counter(
+    "a2ac_push_deliveries", "Push delivery attempts: delivered, retry, dead, disabled", ["outcome"]
+)
+PUSH_PENDING = Gauge(
+    "a2ac_push_pending", "Push deliveries waiting to be sent", multiprocess_mode="max"
+)
+PUSH_DURATION = Histogram("a2ac_push_delivery_seconds", "Duration of one push delivery attempt")
 
 UNMATCHED = "unmatched"
 
@@ -149,3 +157,14 @@ def worker_exited(pid: int) -> None:
     """Forget the gauges of a worker that has stopped (multi-process mode only)."""
     if multiprocess_dir() is not None:
         multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
+
+
+def push_delivery(outcome: str, seconds: float) -> None:
+    """Count one push delivery attempt and how long it took."""
+    _child(PUSH_DELIVERIES, outcome).inc()
+    PUSH_DURATION.observe(seconds)
+
+
+def push_pending(count: int) -> None:
+    """Set how many push deliveries wait to be sent (across the database)."""
+    PUSH_PENDING.set(count)

@@ -10,6 +10,9 @@ and the row is committed, which picks up the events committed before.
 
 A notification only wakes readers, who then read the rows; streams also re-read every few
 seconds, so a notification lost (or a listener down) delays an event and never loses it.
+
+Other channels (the push outbox's, ``on_channel``) are listened on whenever the connection is
+up, each waking one callback, which is also called after every (re)connect.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import asyncpg
 
@@ -119,6 +122,13 @@ class Hub:
         # Set when a task gained its first waiter or lost its last, or the connection was lost.
         self._changed = asyncio.Event()
         self._runner: asyncio.Task[None] | None = None
+        # Other channels this process listens on for as long as it is connected (the push
+        # outbox's), each with what wakes on a notification and on every (re)connect.
+        self._channels: dict[str, Callable[[], None]] = {}
+
+    def on_channel(self, channel: str, wake: Callable[[], None]) -> None:
+        """Call ``wake`` on each notification of ``channel`` and after each (re)connect."""
+        self._channels[channel] = wake
 
     async def start(self) -> None:
         """Start listening in the background (reconnecting as needed)."""
@@ -221,6 +231,10 @@ class Hub:
         # Tasks whose interest row this connection committed while listening (waiters woken).
         ready: set[uuid.UUID] = set()
         try:
+            for channel, wake in self._channels.items():
+                await conn.add_listener(channel, _waking(wake))
+                # Anything notified while the connection was down is read now.
+                wake()
             self.connected.set()
             refresh_at = loop.time() + self.refresh_s
             while not lost.is_set():
@@ -292,3 +306,12 @@ class Hub:
         if ready:
             await self._keep(conn, ready)
         await conn.execute(SWEEP_INTEREST)
+
+
+def _waking(wake: Callable[[], None]) -> Callable[[Conn, int, str, object], None]:
+    """A listener callback that only wakes (the payload is not read)."""
+
+    def on_notification(conn: Conn, pid: int, channel: str, payload: object) -> None:
+        wake()
+
+    return on_notification

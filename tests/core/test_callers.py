@@ -210,7 +210,9 @@ def test_every_route_the_router_serves_has_a_permission_or_is_public(
     assert [entry.permission for entry in served if not entry.permission] == []
 
 
-def test_public_routes_are_only_health_readiness_the_api_description_and_the_console() -> None:
+def test_public_routes_are_only_health_readiness_the_api_description_the_console_and_the_jwks() -> (
+    None
+):
     assert {(route.method, route.path) for route in ROUTES if route.permission == PUBLIC} == {
         ("GET", "/"),
         ("GET", "/healthz"),
@@ -224,6 +226,7 @@ def test_public_routes_are_only_health_readiness_the_api_description_and_the_con
         ("GET", "/console/"),
         ("GET", "/console/{asset}"),
         ("POST", "/console/sign-in"),
+        ("GET", "/.well-known/jwks.json"),
     }
 
 

@@ -69,7 +69,7 @@ async def test_card_of_an_agent_without_one_is_synthesized_from_its_registration
     assert (card["url"], card["preferredTransport"]) == (endpoint, "JSONRPC")
     assert card["protocolVersion"].startswith("0.3")
     assert card["capabilities"]["streaming"] is True
-    assert card["capabilities"]["pushNotifications"] is False
+    assert card["capabilities"]["pushNotifications"] is True
     assert "127.0.0.1:9/" not in r.raw.decode()
 
 
@@ -100,7 +100,7 @@ async def test_stored_card_is_rewritten_to_the_gateway_without_agent_security_or
     ]
     assert card["capabilities"] == {
         "streaming": True,
-        "pushNotifications": False,
+        "pushNotifications": True,
         "extensions": [],
         "extendedAgentCard": False,
     }

@@ -239,12 +239,19 @@ async def test_list_tasks_is_a_1_0_method(client: Client) -> None:
         ("tasks/pushNotificationConfig/delete", "0.3"),
     ],
 )
-async def test_push_notification_methods_are_not_supported(
+async def test_push_notification_methods_on_an_unknown_task_are_task_not_found(
     client: Client, method: str, version: str
 ) -> None:
     agent_id = await register(client, "http://127.0.0.1:9/", "1.0")
-    r = await rpc(client, agent_id, method, {"taskId": "t"}, version=version, rpc_id=9)
-    assert (r.status, r.json()["id"], r.json()["error"]["code"]) == (200, 9, -32003)
+    params = {
+        "taskId": "t",
+        "id": "t" if version == "0.3" else "c",
+        "pushNotificationConfigId": "c",
+        "url": "http://127.0.0.1:9/hook",
+        "pushNotificationConfig": {"url": "http://127.0.0.1:9/hook"},
+    }
+    r = await rpc(client, agent_id, method, params, version=version, rpc_id=9)
+    assert (r.status, r.json()["id"], r.json()["error"]["code"]) == (200, 9, -32001)
 
 
 # ---- who may call what -------------------------------------------------------------------

@@ -1,0 +1,136 @@
+"""The push outbox's statements: what an event enqueues, and how dispatchers take rows."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+
+from a2a_continue.core import push_deliveries as outbox
+from a2a_continue.core.tasks import append_event
+
+TASK_ROW = uuid.UUID(int=2)
+
+
+async def task_with_configs(db: asyncpg.Connection, *versions: str) -> list[uuid.UUID]:
+    """A task in `working` (seq 1) with one config per version; the configs' row ids."""
+    agent = uuid.uuid4()
+    await db.execute(
+        "INSERT INTO a2a_agents (id, name, endpoint_url, protocol_version, owner)"
+        " VALUES ($1, 'a', 'http://127.0.0.1:9/', '1.0', 'alice')",
+        agent,
+    )
+    await db.execute(
+        "INSERT INTO a2a_tasks (id, agent_id, task_id, state, owner, last_seq)"
+        " VALUES ($1, $2, 'T1', 'working', 'alice', 1)",
+        TASK_ROW,
+        agent,
+    )
+    return [
+        await db.fetchval(
+            "INSERT INTO a2a_push_configs (task, id, url, version)"
+            " VALUES ($1, $2, 'http://127.0.0.1:9/h', $3) RETURNING row_id",
+            TASK_ROW,
+            f"c{i}",
+            version,
+        )
+        for i, version in enumerate(versions)
+    ]
+
+
+async def queued(db: asyncpg.Connection) -> list[tuple[int, int, str]]:
+    rows = await db.fetch("SELECT seq, part, kind FROM a2a_push_deliveries ORDER BY seq, part")
+    return [(r["seq"], r["part"], r["kind"]) for r in rows]
+
+
+async def test_an_event_of_a_task_without_configs_enqueues_nothing(db: asyncpg.Connection) -> None:
+    await task_with_configs(db)
+    await append_event(db, TASK_ROW, "task_canceled", "working", "canceled", "alice", {})
+    assert await queued(db) == []
+
+
+async def test_the_append_that_records_an_event_enqueues_its_deliveries(
+    db: asyncpg.Connection,
+) -> None:
+    await task_with_configs(db, "1.0")
+    await append_event(db, TASK_ROW, "task_canceled", "working", "canceled", "alice", {})
+    await append_event(db, TASK_ROW, "task_updated", "working", "working", "alice", {})
+    assert await queued(db) == [(2, 0, "task"), (3, 0, "status")]
+
+
+async def test_events_that_change_nothing_enqueue_nothing(db: asyncpg.Connection) -> None:
+    await task_with_configs(db, "1.0", "0.3")
+    await append_event(db, TASK_ROW, "task_continue_failed", None, None, "alice", {})
+    await append_event(db, TASK_ROW, "task_redirected", None, None, "alice", {})
+    error = {"messageId": "m", "error": {"code": -32001}}
+    await append_event(db, TASK_ROW, "task_continued", "working", "working", "alice", error)
+    assert await queued(db) == []
+
+
+async def test_a_rolled_back_event_leaves_no_delivery(db: asyncpg.Connection) -> None:
+    await task_with_configs(db, "0.3")
+    tx = db.transaction()
+    await tx.start()
+    await append_event(db, TASK_ROW, "task_canceled", "working", "canceled", "alice", {})
+    await tx.rollback()
+    assert await queued(db) == []
+
+
+async def test_only_the_first_pending_delivery_of_a_config_is_due(db: asyncpg.Connection) -> None:
+    await task_with_configs(db, "0.3")
+    for _ in range(3):
+        await append_event(db, TASK_ROW, "task_updated", "working", "working", "alice", {})
+    taken = await outbox.take_due(db, uuid.uuid4(), 30, 10)
+    assert [r["seq"] for r in taken] == [2]
+    assert await outbox.take_due(db, uuid.uuid4(), 30, 10) == []  # leased: not again
+
+
+async def test_a_lease_that_ran_out_is_taken_again(db: asyncpg.Connection) -> None:
+    await task_with_configs(db, "0.3")
+    await append_event(db, TASK_ROW, "task_updated", "working", "working", "alice", {})
+    (first,) = await outbox.take_due(db, uuid.uuid4(), 30, 10)
+    await db.execute("UPDATE a2a_push_deliveries SET lease_expires_at = now() - interval '1 s'")
+    (again,) = await outbox.take_due(db, uuid.uuid4(), 30, 10)
+    assert again["id"] == first["id"] and again["attempts"] == 2
+
+
+async def test_two_dispatchers_never_take_the_same_row(
+    db: asyncpg.Connection, database_url: str
+) -> None:
+    await task_with_configs(db, *["0.3"] * 6)
+    await append_event(db, TASK_ROW, "task_updated", "working", "working", "alice", {})
+    other = await asyncpg.connect(database_url)
+    try:
+        async with db.transaction():
+            mine = await outbox.take_due(db, uuid.uuid4(), 30, 3)
+            # The other dispatcher skips the rows this open transaction holds.
+            theirs = await outbox.take_due(other, uuid.uuid4(), 30, 10)
+    finally:
+        await other.close()
+    assert len(mine) == 3 and len(theirs) == 3
+    assert {r["id"] for r in mine}.isdisjoint({r["id"] for r in theirs})
+
+
+async def test_the_last_failed_attempt_makes_the_delivery_dead(db: asyncpg.Connection) -> None:
+    await task_with_configs(db, "0.3")
+    await append_event(db, TASK_ROW, "task_updated", "working", "working", "alice", {})
+    states = []
+    for _ in range(2):
+        lease = uuid.uuid4()
+        (row,) = await outbox.take_due(db, lease, 30, 10)
+        state = await outbox.failed(
+            db, row["id"], lease, status=500, error="500", retry_s=0.0, max_attempts=2
+        )
+        states.append(state)
+    assert states == ["pending", "dead"]
+    assert await outbox.take_due(db, uuid.uuid4(), 30, 10) == []
+
+
+async def test_a_settle_by_a_lease_that_lost_the_row_changes_nothing(
+    db: asyncpg.Connection,
+) -> None:
+    await task_with_configs(db, "0.3")
+    await append_event(db, TASK_ROW, "task_updated", "working", "working", "alice", {})
+    (row,) = await outbox.take_due(db, uuid.uuid4(), 30, 10)
+    await outbox.delivered(db, [(row["id"], 200)], uuid.uuid4())
+    assert await db.fetchval("SELECT state FROM a2a_push_deliveries") == "pending"

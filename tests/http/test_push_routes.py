@@ -1,0 +1,168 @@
+"""The REST routes of push configs and deliveries, and the JWKS (SPEC §12)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import asyncpg
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from a2a_continue.app import create_app
+from a2a_continue.settings import Settings
+from tests.support.client import Client, assert_problem, register, token
+from tests.support.fakes import Scripted, StartFake, task_v10
+from tests.support.push import add_config, fast_push, start_task
+from tests.support.servers import serve_asgi
+from tests.support.waiting import eventually
+
+JSON = dict[str, Any]
+
+
+@pytest.fixture
+async def push_client(settings: Settings, db: asyncpg.Connection) -> AsyncIterator[Client]:
+    """A client of a gateway whose dispatcher does not run (configs only)."""
+    app = create_app(fast_push(settings, push_dispatch=False))
+    async with serve_asgi(app) as base, aiohttp.ClientSession() as session:
+        yield Client(base, session)
+
+
+async def published(client: Client) -> list[JSON]:
+    """The JWKS's keys, once the gateway has loaded (or made) its signing key."""
+
+    async def keys() -> list[JSON] | None:
+        r = await client.call("GET", "/.well-known/jwks.json", bearer=None)
+        assert r.status == 200, r.raw
+        found: list[JSON] = r.json()["keys"]
+        return found or None
+
+    return await eventually(keys, "a published key")
+
+
+async def task_of(client: Client, fake_agent: StartFake) -> tuple[str, str]:
+    fake = await fake_agent(Scripted(start=lambda r: task_v10("T1", "input-required")))
+    agent = await register(client, fake.url)
+    return agent, await start_task(client, agent)
+
+
+async def test_create_answers_201_with_the_config_and_never_its_secrets(
+    push_client: Client, fake_agent: StartFake, db: asyncpg.Connection
+) -> None:
+    agent, task = await task_of(push_client, fake_agent)
+    body = {
+        "url": "http://127.0.0.1:9/hook",
+        "token": "tok-secret",
+        "authentication": {"scheme": "Basic", "credentials": "cred-secret"},
+    }
+    r = await push_client.call("POST", f"/v1/a2a/{agent}/tasks/{task}/push-configs", body)
+    assert r.status == 201, r.raw
+    config = r.json()
+    assert config["url"] == "http://127.0.0.1:9/hook"
+    assert config["version"] == "1.0"
+    assert config["authentication"] == {"scheme": "Basic"}
+    assert config["hasToken"] is True
+    assert r.headers["Location"].endswith(f"/push-configs/{config['id']}")
+    assert b"secret" not in r.raw
+    row = await db.fetchrow("SELECT * FROM a2a_push_configs")
+    assert b"secret" not in row["token_sealed"] and b"secret" not in row["credentials_sealed"]
+    for path in ("", f"/{config['id']}"):
+        shown = await push_client.call("GET", f"/v1/a2a/{agent}/tasks/{task}/push-configs{path}")
+        assert shown.status == 200 and b"secret" not in shown.raw
+
+
+async def test_list_get_and_delete_a_config_delete_again_is_204(
+    push_client: Client, fake_agent: StartFake
+) -> None:
+    agent, task = await task_of(push_client, fake_agent)
+    config = await add_config(push_client, agent, task, url="http://127.0.0.1:9/a", version="0.3")
+    base = f"/v1/a2a/{agent}/tasks/{task}/push-configs"
+    listed = (await push_client.call("GET", base)).json()["configs"]
+    assert [c["id"] for c in listed] == [config["id"]] and listed[0]["version"] == "0.3"
+    assert (await push_client.call("GET", f"{base}/{config['id']}")).json() == config
+    assert (await push_client.call("DELETE", f"{base}/{config['id']}")).status == 204
+    assert (await push_client.call("DELETE", f"{base}/{config['id']}")).status == 204
+    assert_problem(await push_client.call("GET", f"{base}/{config['id']}"), 404)
+    assert (await push_client.call("GET", base)).json()["configs"] == []
+
+
+async def test_a_config_of_an_invisible_task_is_404(
+    push_client: Client, fake_agent: StartFake
+) -> None:
+    agent, task = await task_of(push_client, fake_agent)
+    config = await add_config(push_client, agent, task, url="http://127.0.0.1:9/a")
+    base = f"/v1/a2a/{agent}/tasks/{task}/push-configs"
+    bob = push_client.as_(token("bob@example.com"))
+    assert_problem(await bob.call("POST", base, {"url": "http://127.0.0.1:9/b"}), 404)
+    assert_problem(await bob.call("GET", base), 404)
+    assert_problem(await bob.call("GET", f"{base}/{config['id']}"), 404)
+    assert_problem(await bob.call("DELETE", f"{base}/{config['id']}"), 404)
+    assert_problem(await bob.call("GET", f"{base}/{config['id']}/deliveries"), 404)
+
+
+async def test_a_link_local_webhook_is_refused_with_422(
+    push_client: Client, fake_agent: StartFake
+) -> None:
+    agent, task = await task_of(push_client, fake_agent)
+    base = f"/v1/a2a/{agent}/tasks/{task}/push-configs"
+    for url in ("http://169.254.169.254/latest", "http://[fe80::1]/x", "http://0.0.0.0/x"):
+        problem = assert_problem(await push_client.call("POST", base, {"url": url}), 422)
+        assert problem["errors"][0]["loc"] == "$.url"
+
+
+async def test_a_task_holds_at_most_ten_configs(push_client: Client, fake_agent: StartFake) -> None:
+    agent, task = await task_of(push_client, fake_agent)
+    for i in range(10):
+        await add_config(push_client, agent, task, url=f"http://127.0.0.1:9/{i}")
+    base = f"/v1/a2a/{agent}/tasks/{task}/push-configs"
+    assert_problem(await push_client.call("POST", base, {"url": "http://127.0.0.1:9/x"}), 422)
+
+
+async def test_config_routes_need_their_permissions(
+    push_client: Client, fake_agent: StartFake
+) -> None:
+    agent, task = await task_of(push_client, fake_agent)
+    base = f"/v1/a2a/{agent}/tasks/{task}/push-configs"
+    reader = push_client.as_(token(perms=["a2a.read"]))
+    assert_problem(await reader.call("POST", base, {"url": "http://127.0.0.1:9/x"}), 403)
+    assert (await reader.call("GET", base)).status == 200
+
+
+async def test_jwks_is_public_and_lists_the_signing_key(push_client: Client) -> None:
+    keys = await published(push_client)
+    assert keys[0]["kty"] == "EC" and keys[0]["alg"] == "ES256" and keys[0]["kid"]
+    assert all("d" not in key for key in keys)
+
+
+async def test_a_supplied_signing_key_is_published_and_the_old_one_kept(
+    push_client: Client, settings: Settings, db: asyncpg.Connection
+) -> None:
+    before = (await published(push_client))[0]
+    pem = ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    app = create_app(fast_push(settings, push_dispatch=False, push_signing_key=pem.decode()))
+    async with serve_asgi(app) as base, aiohttp.ClientSession() as session:
+        client = Client(base, session)
+
+        async def rotated() -> list[JSON] | None:
+            keys = await published(client)
+            return keys if keys[0]["kid"] != before["kid"] else None
+
+        keys = await eventually(rotated, "the supplied key published")
+    kids = [key["kid"] for key in keys]
+    assert kids[0] != before["kid"] and before["kid"] in kids
+
+
+async def test_configs_and_deliveries_go_with_their_task(
+    push_client: Client, fake_agent: StartFake, db: asyncpg.Connection
+) -> None:
+    agent, task = await task_of(push_client, fake_agent)
+    await add_config(push_client, agent, task, url="http://127.0.0.1:9/a")
+    await push_client.call("POST", f"/v1/a2a/{agent}/tasks/{task}/messages", {"text": "Paris"})
+    assert await db.fetchval("SELECT count(*) FROM a2a_push_deliveries") == 1
+    await db.execute("DELETE FROM a2a_tasks")
+    assert await db.fetchval("SELECT count(*) FROM a2a_push_configs") == 0
+    assert await db.fetchval("SELECT count(*) FROM a2a_push_deliveries") == 0
