@@ -47,7 +47,7 @@ AGENT_URL = f"http://127.0.0.1:{os.environ['HA_AGENT_PORT']}/"
 SLOW_AGENT_URL = f"http://127.0.0.1:{os.environ['HA_SLOW_AGENT_PORT']}/"
 SECRET = os.environ["HA_JWT_SECRET"]
 RUN = Path(os.environ["HA_RUN"])
-PUSH = os.environ.get("HA_SMOKE_PUSH") == "1"
+PUSH = os.environ.get("HA_SMOKE_PUSH", "1") == "1"
 TOKEN = mint_token(SECRET, "smoke@example.com", ["*"], [], True, 7200)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 RETRIED = {502, 503, 504}
