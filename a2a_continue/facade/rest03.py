@@ -100,8 +100,11 @@ def send_params(body: JSON) -> JSON:
         params["message"] = message_in(message)
     config = body.get("configuration")
     if isinstance(config, dict):
+        # The protobuf names the webhook `pushNotification`; JSON-RPC `pushNotificationConfig`.
         params["configuration"] = {
-            k: v for k, v in config.items() if k != "pushNotification" or v is not None
+            ("pushNotificationConfig" if k == "pushNotification" else k): v
+            for k, v in config.items()
+            if k != "pushNotification" or v is not None
         }
     if body.get("metadata") is not None:
         params["metadata"] = body["metadata"]
@@ -113,11 +116,30 @@ def push_config_in(body: JSON) -> JSON:
     body = camel_keys(body)
     config = body.get("config", body)
     if isinstance(config, dict) and "pushNotificationConfig" in config:
-        return dict(config["pushNotificationConfig"] or {})
-    return config if isinstance(config, dict) else {}
+        config = config["pushNotificationConfig"]
+    inner = dict(config) if isinstance(config, dict) else {}
+    if not inner.get("id") and isinstance(body.get("configId"), str) and body["configId"]:
+        inner["id"] = body["configId"]  # the request's `config_id`
+    return inner
 
 
 # ---- answers: 0.3 JSON-RPC results → protobuf JSON -------------------------------------------
+
+
+def push_config_out(result: Any) -> Any:
+    """A 0.3 JSON-RPC ``TaskPushNotificationConfig`` as the protobuf names it: its resource
+    ``name`` (``tasks/{task_id}/pushNotificationConfigs/{config_id}``) and its config."""
+    if not isinstance(result, dict) or not isinstance(result.get("pushNotificationConfig"), dict):
+        return result
+    inner = result["pushNotificationConfig"]
+    name = f"tasks/{result.get('taskId')}/pushNotificationConfigs/{inner.get('id')}"
+    return {"name": name, "pushNotificationConfig": inner}
+
+
+def push_configs_out(result: Any) -> Any:
+    """A 0.3 list of configs as its protobuf response: ``{"configs": […]}``."""
+    configs = result if isinstance(result, list) else []
+    return {"configs": [push_config_out(c) for c in configs]}
 
 
 def _part_out(part: Any) -> Any:
