@@ -62,7 +62,7 @@ def create_app(
         )
         sweeper = start_sweeper(pool, settings.idempotency_sweep_s)
         session = agent_session(settings)
-        hub = Hub(database_url, listen=settings.listen)
+        hub = Hub(database_url, listen=settings.listen, poll_s=settings.stream_poll_s)
         streams = OpenStreams(settings.max_streams)
         await hub.start()
         held = HeldConnections(pool, settings.pool_size)
