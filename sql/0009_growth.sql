@@ -1,0 +1,14 @@
+-- Growth: every read route stays as fast at a million tasks as at a thousand, and terminal
+-- tasks can be pruned. The list of an agent's tasks has one statement per filter shape (see
+-- core/task_reads.py), each served by an index in its own order: newest first within the
+-- agent (a2a_tasks_listing, 0001), within one of its contexts, or within one state. Without
+-- them a filter reads every task of the agent to find a page.
+
+CREATE INDEX a2a_tasks_by_context ON a2a_tasks (agent_id, context_id, created_at DESC, id DESC)
+    WHERE context_id IS NOT NULL;
+
+CREATE INDEX a2a_tasks_by_state ON a2a_tasks (agent_id, state, created_at DESC, id DESC);
+
+-- Retention (core/retention.py) finds the terminal tasks completed before a cutoff, oldest
+-- first; only terminal tasks have a completedAt.
+CREATE INDEX a2a_tasks_completed ON a2a_tasks (completed_at) WHERE completed_at IS NOT NULL;
