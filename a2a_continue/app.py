@@ -11,6 +11,7 @@ from typing import Any
 
 from starlette.routing import BaseRoute
 
+from a2a_continue.background.retention import pruning
 from a2a_continue.background.sweeps import start_sweeper, stop_sweeper, sweeping_claims
 from a2a_continue.background.watcher import Watcher
 from a2a_continue.facade import routes as facade
@@ -71,7 +72,7 @@ def create_app(
         gateway = Gateway(settings, pool, session, sealer, hub, streams, held=held, watcher=watcher)
         await watcher.start(gateway)
         try:
-            async with sweeping_claims(gateway):
+            async with sweeping_claims(gateway), pruning(gateway):
                 yield {"gateway": gateway}
         finally:
             await watcher.stop()

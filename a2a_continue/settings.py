@@ -72,6 +72,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     stream_poll_s: float = 3.0
     listen: bool = True
     public_url: str | None = None
+    # ---- growth: retention (§14) ----
+    retention_days: float | None = None
+    retention_sweep_s: float = 3600.0
+    retention_batch: int = 500
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -175,6 +179,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         stream_poll_s=_number(env, "A2AC_STREAM_POLL_S", 3.0),
         listen=_flag(env, "A2AC_LISTEN", True),
         public_url=env.get("A2AC_PUBLIC_URL") or None,
+        # ---- growth: retention (§14) ----
+        retention_days=_number(env, "A2AC_RETENTION_DAYS", 0.0) or None,
+        retention_sweep_s=_number(env, "A2AC_RETENTION_SWEEP_S", 3600.0),
+        retention_batch=_integer(env, "A2AC_RETENTION_BATCH", 500, high=10_000),
     )
     return _check_watch(settings)
 

@@ -12,3 +12,12 @@ CREATE INDEX a2a_tasks_by_state ON a2a_tasks (agent_id, state, created_at DESC, 
 -- Retention (core/retention.py) finds the terminal tasks completed before a cutoff, oldest
 -- first; only terminal tasks have a completedAt.
 CREATE INDEX a2a_tasks_completed ON a2a_tasks (completed_at) WHERE completed_at IS NOT NULL;
+
+-- One process at a time prunes: it holds this lease (renewed each batch) while it runs; a
+-- lease whose holder died expires. A row, not an advisory lock, so that it holds through a
+-- transaction-pooling connection pooler too.
+CREATE TABLE a2a_chore_leases (
+    chore      text PRIMARY KEY,
+    holder     uuid NOT NULL,
+    expires_at timestamptz NOT NULL
+);

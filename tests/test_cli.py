@@ -11,13 +11,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import asyncpg
 import jwt
 import pytest
 
 from a2a_continue import cli
 from a2a_continue.runtime.secrets import load_or_create_secrets
 from a2a_continue.settings import Settings
-from tests.support.database import create_database, drop_database, with_database
+from tests.support.database import create_database, drop_database, insert_agent, with_database
 from tests.support.ports import free_port
 from tests.support.processes import clean_env, ready, run_cli, start_serve, wait_ready
 
@@ -149,3 +150,33 @@ def test_token_without_a_secret_refuses_and_creates_nothing(tmp_path: Path) -> N
     assert "A2AC_JWT_SECRET" in line
     assert str(data_dir / "secrets.json") in line
     assert not data_dir.exists()
+
+
+async def test_prune_dry_run_counts_and_prune_deletes_old_terminal_tasks(
+    db: asyncpg.Connection, database_url: str
+) -> None:
+    agent = await insert_agent(db)
+    for task_id, days in (("old", 40), ("new", 1)):
+        await db.execute(
+            "INSERT INTO a2a_tasks (agent_id, task_id, state, owner, completed_at, last_seq)"
+            " VALUES ($1, $2, 'completed', 'alice@example.com',"
+            " now() - make_interval(days => $3), 0)",
+            agent,
+            task_id,
+            days,
+        )
+    env = clean_env(A2AC_DATABASE_URL=database_url)
+    dry = await asyncio.to_thread(run_cli, "prune", "--older-than", "30", "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert "would delete 1 terminal tasks completed over 30 days ago" in dry.stdout
+    assert await db.fetchval("SELECT count(*) FROM a2a_tasks") == 2
+    done = await asyncio.to_thread(run_cli, "prune", "--older-than", "30", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "deleted 1 terminal tasks" in done.stdout
+    assert await db.fetchval("SELECT array_agg(task_id) FROM a2a_tasks") == ["new"]
+
+
+def test_prune_refuses_a_negative_age() -> None:
+    bad = run_cli("prune", "--older-than", "-1", env=clean_env())
+    assert bad.returncode == 2
+    assert "must be a number of days >= 0" in bad.stderr
