@@ -30,13 +30,18 @@ UNTIL: dict[str, frozenset[str]] = {
 }
 
 # The task's current state and the next events after $6, in one statement; no row at all
-# means the caller can no longer see the task (or it is gone).
+# means the caller can no longer see the task (or it is gone). The events are read as a
+# window of seqs ($6, $6 + $7], not "after $6, the first $7": a task's seqs have no gaps
+# (each event takes last_seq + 1 in the statement that writes it), and a window reads at
+# most $7 rows whatever the plan, where a LIMIT under a plan that expects a short log reads
+# the task's whole log (100k events) to sort it.
 READ_EVENTS = f"""
 SELECT t.id AS row_id, t.state, t.last_seq, {SCOPE_SQL} AS scope,
        e.seq, e.type, e.previous_state, e.new_state, e.actor, e.data, e.created_at
 FROM a2a_tasks t JOIN a2a_agents a ON a.id = t.agent_id
 LEFT JOIN LATERAL (
-    SELECT * FROM a2a_task_events e WHERE e.task = t.id AND e.seq > $6 ORDER BY e.seq LIMIT $7
+    SELECT * FROM a2a_task_events e WHERE e.task = t.id AND e.seq > $6 AND e.seq <= $6::bigint + $7
+    ORDER BY e.seq
 ) e ON true
 WHERE t.agent_id = $4 AND t.task_id = $5 AND {TASK_VISIBLE}
 ORDER BY e.seq
@@ -49,7 +54,8 @@ SELECT t.id AS row_id, t.state, t.last_seq, {SCOPE_SQL} AS scope,
        e.seq, e.type, e.previous_state, e.new_state, e.actor, e.data, e.created_at
 FROM a2a_tasks t JOIN a2a_agents a ON a.id = t.agent_id
 LEFT JOIN LATERAL (
-    SELECT * FROM a2a_task_events e WHERE e.task = t.id AND e.seq > $2 ORDER BY e.seq LIMIT $3
+    SELECT * FROM a2a_task_events e WHERE e.task = t.id AND e.seq > $2 AND e.seq <= $2::bigint + $3
+    ORDER BY e.seq
 ) e ON true
 WHERE t.id = $1
 ORDER BY e.seq
@@ -65,10 +71,12 @@ class Batch:
     last_seq: int
     scope: str
     events: list[EventOut]
+    # Every seq up to here has been read (the window's end, or the task's last seq).
+    upto: int
 
 
-def batch_of(rows: list[Record]) -> Batch | None:
-    """Shape the rows of a read (none: the task is out of sight)."""
+def batch_of(rows: list[Record], after: int) -> Batch | None:
+    """Shape the rows of a read after ``after`` (none: the task is out of sight)."""
     if not rows:
         return None
     events = [
@@ -85,7 +93,8 @@ def batch_of(rows: list[Record]) -> Batch | None:
         if r["seq"] is not None
     ]
     first = rows[0]
-    return Batch(first["row_id"], first["state"], first["last_seq"], first["scope"], events)
+    upto = min(after + BATCH, first["last_seq"])
+    return Batch(first["row_id"], first["state"], first["last_seq"], first["scope"], events, upto)
 
 
 def start_after(headers: Mapping[str, str], params: Mapping[str, str]) -> int:
@@ -136,12 +145,12 @@ class EventStream:
                 self.cursor,
                 BATCH,
             )
-        return batch_of(rows)
+        return batch_of(rows, self.cursor)
 
     async def _read_task(self, row_id: uuid.UUID) -> Batch | None:
         async with self.gw.connection() as conn:
             rows = await conn.fetch(READ_TASK_EVENTS, row_id, self.cursor, BATCH)
-        return batch_of(rows)
+        return batch_of(rows, self.cursor)
 
     async def read_next(self, waiter: Waiter, row_id: uuid.UUID, scope: str) -> Batch | None:
         """Read on: with the streams of the task woken together, unless who may see the task
@@ -179,8 +188,9 @@ class EventStream:
                     yield event
                     if event.new_state in self.until:
                         return
-                if len(batch.events) < BATCH:
-                    if batch.state in self.until and self.cursor >= batch.last_seq:
+                self.cursor = max(self.cursor, batch.upto)
+                if self.cursor >= batch.last_seq:
+                    if batch.state in self.until:
                         return
                     waiter.seen, waiter.scope = self.cursor, batch.scope
                     # While the hub polls for it, the stream needs no timer of its own.
