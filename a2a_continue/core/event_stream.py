@@ -9,6 +9,7 @@ again whenever who may see the task changed (`SCOPE_SQL`), and closes once it ma
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -133,6 +134,14 @@ class EventStream:
         self.cursor = after
         self.until = until
         self._first: Batch | None = None
+        self._waiter: Waiter | None = None
+        self.stopped = False
+
+    def stop(self) -> None:
+        """End the stream at its next step (its caller went away, or the server stops)."""
+        self.stopped = True
+        if self._waiter is not None:
+            self._waiter.wake()
 
     async def read(self) -> Batch | None:
         """Read the next events after the cursor; None once the task is out of sight."""
@@ -174,25 +183,53 @@ class EventStream:
 
     async def events(self) -> AsyncIterator[EventOut]:
         """Yield events in seq order until the `until` state, or until the task is out of sight."""
+        async for event in self.follow(None):
+            assert event is not None
+            yield event
+
+    async def follow(self, keepalive_s: float | None) -> AsyncIterator[EventOut | None]:
+        """Yield events as `events` does, and None after each ``keepalive_s`` without one."""
         batch = self._first
         assert batch is not None, "open() the stream first"
-        hub = self.gw.hub
+        hub, loop = self.gw.hub, asyncio.get_running_loop()
         with hub.waiter(batch.row_id) as waiter:
+            self._waiter = waiter
             waiter.agent = self.agent_id
             # A notification between the first read and the registration would be missed:
             # read once more straight away.
             waiter.wake()
-            while batch is not None:
+            quiet_from = loop.time()
+            while batch is not None and not self.stopped:
                 for event in batch.events:
                     self.cursor = event.seq
                     yield event
                     if event.new_state in self.until:
                         return
+                    quiet_from = loop.time()
                 self.cursor = max(self.cursor, batch.upto)
                 if self.cursor >= batch.last_seq:
                     if batch.state in self.until:
                         return
                     waiter.seen, waiter.scope = self.cursor, batch.scope
-                    # While the hub polls for it, the stream needs no timer of its own.
-                    await waiter.wait(None if hub.polls else self.gw.settings.stream_poll_s)
+                    while not self.stopped:
+                        # While the hub polls for it, the stream needs no timer but the
+                        # keep-alive's; without the hub it re-reads every stream_poll_s.
+                        poll_s = None if hub.polls else self.gw.settings.stream_poll_s
+                        due = None if keepalive_s is None else quiet_from + keepalive_s
+                        timeout = _sooner(poll_s, None if due is None else due - loop.time())
+                        if await waiter.wait(timeout):
+                            break
+                        if due is not None and loop.time() >= due:
+                            yield None
+                            quiet_from = loop.time()
+                        if poll_s is not None:
+                            break
+                    if self.stopped:
+                        return
                 batch = await self.read_next(waiter, batch.row_id, batch.scope)
+
+
+def _sooner(first: float | None, second: float | None) -> float | None:
+    """The shorter of two optional timeouts (never below 0)."""
+    given = [t for t in (first, second) if t is not None]
+    return max(0.0, min(given)) if given else None

@@ -6,13 +6,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
+
+from sse_starlette.sse import AppStatus
 
 from a2a_continue.errors import AppError
 from a2a_continue.obs import metrics
 
 log = logging.getLogger(__name__)
+
+EXIT_CHECK_S = 0.5
 
 
 class TooManyStreams(AppError):
@@ -37,13 +41,40 @@ class OpenStream:
             metrics.sse_stream(-1)
 
 
+Stop = Callable[[], None]
+
+
 class OpenStreams:
-    """Count open SSE streams against a limit and own the background agent readers."""
+    """Count open SSE streams against a limit and own the background agent readers; end the
+    live event streams when the server stops."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.open = 0
         self._tasks: set[asyncio.Task[Any]] = set()
+        # How to stop each live event stream; one watcher per process ends them at shutdown.
+        self._live: dict[int, Stop] = {}
+        self._exit: asyncio.Task[None] | None = None
+
+    def follow(self, stop: Stop) -> int:
+        """Register a live stream's stop (called when the server begins to stop)."""
+        if self._exit is None:
+            self._exit = asyncio.create_task(self._stop_at_exit(), name="a2ac-streams-exit")
+        key = id(stop)
+        self._live[key] = stop
+        return key
+
+    def unfollow(self, key: int) -> None:
+        """Forget a live stream that ended."""
+        self._live.pop(key, None)
+
+    async def _stop_at_exit(self) -> None:
+        # The server's SIGTERM handler sets a flag (sse-starlette hooks it, for its own streams
+        # as for these) and no event: one check per process twice a second, none per stream.
+        while not AppStatus.should_exit:  # noqa: ASYNC110
+            await asyncio.sleep(EXIT_CHECK_S)
+        for stop in list(self._live.values()):
+            stop()
 
     def take(self) -> OpenStream:
         """Take a place for a new stream, or refuse with 503."""
@@ -72,6 +103,8 @@ class OpenStreams:
 
     async def close(self) -> None:
         """Cancel the background readers and wait for them to clean up."""
+        if self._exit is not None:
+            self._exit.cancel()
         for task in list(self._tasks):
             task.cancel()
         with contextlib.suppress(Exception):
