@@ -55,15 +55,17 @@ DB_NAME = "a2ac_scale_bench"
 
 # ---- seeding ------------------------------------------------------------------------------
 
-# Tasks $4..$5 (90 % of them the first agent's) with 10 events each, in one statement.
+# Tasks $4..$5 (90 % of them the first agent's) with 10 events each, in one statement. The
+# seeded agents do not answer: their working tasks are as if the watcher had given up on
+# them, so that it does not poll them through the measurements.
 SEED = """
 WITH new AS (
     INSERT INTO a2a_tasks (agent_id, task_id, context_id, state, owner, created_at, updated_at,
-                           completed_at, last_seq)
+                           completed_at, last_seq, watch_failed_at)
     SELECT CASE WHEN i % 10 = 0 THEN $2::uuid ELSE $1::uuid END, 't' || i, 'ctx-' || (i / 4),
            CASE WHEN i % 50 = 0 THEN 'working' WHEN i % 50 = 1 THEN 'input-required'
                 WHEN i % 50 = 2 THEN 'failed' ELSE 'completed' END,
-           $3, at, at, CASE WHEN i % 50 > 1 THEN at END, 10
+           $3, at, at, CASE WHEN i % 50 > 1 THEN at END, 10, CASE WHEN i % 50 = 0 THEN at END
     FROM generate_series($4::int, $5::int) AS i,
          LATERAL (SELECT timestamptz '2026-01-01' + make_interval(secs => i) AS at) AS stamp
     RETURNING id, state, owner, last_seq
@@ -85,12 +87,6 @@ async def seed_to(conn: asyncpg.Connection, agents: tuple[uuid.UUID, uuid.UUID],
             # Bulk load: the foreign-key triggers are skipped (the rows are consistent).
             await conn.execute("SET LOCAL session_replication_role = replica")
             await conn.execute(SEED, *agents, ALICE, low, high)
-    # The seeded agents do not answer: as if the watcher had given up on their live tasks,
-    # so that it does not poll them through the measurements.
-    await conn.execute(
-        "UPDATE a2a_tasks SET watch_failed_at = now() WHERE state IN ('submitted', 'working')"
-        " AND watch_failed_at IS NULL"
-    )
     await conn.execute("VACUUM ANALYZE a2a_tasks")
     await conn.execute("VACUUM ANALYZE a2a_task_events")
 
@@ -106,8 +102,8 @@ async def seed_base(conn: asyncpg.Connection) -> tuple[uuid.UUID, uuid.UUID]:
             ALICE,
         )
     row = await conn.fetchval(
-        "INSERT INTO a2a_tasks (agent_id, task_id, context_id, state, owner, last_seq)"
-        " VALUES ($1, 'long', 'ctx-long', 'working', $2, $3) RETURNING id",
+        "INSERT INTO a2a_tasks (agent_id, task_id, context_id, state, owner, last_seq,"
+        " watch_failed_at) VALUES ($1, 'long', 'ctx-long', 'working', $2, $3, now()) RETURNING id",
         agents[0],
         ALICE,
         LONG,
@@ -303,7 +299,9 @@ async def measure_streams(
             probe = start_probe(base + "/healthz", idle_s + 60)
             await streams.open(paths)
             opened_s = time.perf_counter() - started
-            await asyncio.sleep(5)  # the hub records its interest in every task
+            # The hub records its interest in every task; the statistics of the opening reads
+            # reach pg_stat_database within 10 s of their backends going idle.
+            await asyncio.sleep(15)
             rss_open, conns_open = rss_kb(gw_pid), await gateway_connections(conn)
             before, cpu_before = await statements(conn), cpu_seconds(gw_pid)
             await asyncio.sleep(idle_s)
