@@ -44,3 +44,7 @@ compose-smoke:
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+.PHONY: bench-scale
+bench-scale: $(DEV_STAMP)
+	$(PY) bench/scale_bench.py
