@@ -219,3 +219,11 @@ def test_serving_and_logging_settings_are_read() -> None:
 def test_a_bad_serving_or_logging_setting_is_refused_by_name(name: str, value: str) -> None:
     with pytest.raises(SettingsError, match=name):
         load_settings({name: value})
+
+
+def test_retention_is_off_unless_a2ac_retention_days_is_set() -> None:
+    assert load_settings({}).retention_days is None
+    settings = load_settings({"A2AC_RETENTION_DAYS": "30", "A2AC_RETENTION_BATCH": "100"})
+    assert (settings.retention_days, settings.retention_batch) == (30.0, 100)
+    with pytest.raises(SettingsError, match="A2AC_RETENTION_DAYS"):
+        load_settings({"A2AC_RETENTION_DAYS": "0"})
