@@ -45,4 +45,3 @@ async def test_a_gateway_with_retention_days_prunes_old_terminal_tasks_and_count
         await eventually(pruned)
         samples = await scrape(client)
         assert samples["a2ac_pruned_tasks_total", frozenset()] >= 1
-
