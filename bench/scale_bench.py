@@ -465,7 +465,7 @@ async def measure_all(url: str, args: argparse.Namespace) -> None:
                 await asyncio.sleep(0.2)
             agents = await seed_base(conn)
             have = 0
-            for size in sizes:
+            for size in [] if args.streams_only else sizes:
                 started = time.perf_counter()
                 await seed_to(conn, agents, have, size)
                 have = size
@@ -476,7 +476,8 @@ async def measure_all(url: str, args: argparse.Namespace) -> None:
                     table.setdefault(route, []).append(row)
                     print(f"  {route:28} p50 {row[0]:7.2f} ms  p99 {row[1]:7.2f} ms", flush=True)
         await conn.close()
-        report_sizes(sizes, table)
+        if table:
+            report_sizes(sizes, table)
         if args.streams:
             figures = await measure_streams(url, base, gw.pid, headers, args.streams,
                                             args.fanout, args.idle_s)  # fmt: skip
@@ -506,6 +507,7 @@ def main() -> None:
     parser.add_argument("--fanout", type=int, default=1000)
     parser.add_argument("--idle-s", type=float, default=60.0)
     parser.add_argument("--quick", action="store_true", help="small sizes, 1,000 streams")
+    parser.add_argument("--streams-only", action="store_true", help="skip the data sizes")
     args = parser.parse_args()
     if args.quick:
         args.sizes, args.requests, args.streams, args.fanout = "1000,10000", 50, 1000, 200

@@ -1,10 +1,20 @@
-"""The streams one process serves: a cap on how many are open, and the agent readers that
-keep recording after their caller has gone."""
+"""The streams one process serves: a cap on how many are open, the agent readers that keep
+recording after their caller has gone, and what keeps thousands of open streams from stalling
+the process.
+
+An open stream is a hundred-odd objects the cyclic garbage collector tracks, and they live
+long: with 10,000 streams each full collection walks a million objects, stalling the whole
+process for a second or more. So, as streams accumulate, the objects that have survived so far
+are frozen (`gc.freeze`: left out of every collection; refcounting still frees them when their
+stream ends). The little cyclic garbage a closed stream leaves among frozen objects (a few
+objects) is reclaimed when few streams remain open, or after RECLAIM_AFTER streams closed.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -17,6 +27,12 @@ from a2a_continue.obs import metrics
 log = logging.getLogger(__name__)
 
 EXIT_CHECK_S = 0.5
+# Freeze what survived once this many streams opened since the last freeze (and are open);
+# reclaim (unfreeze, collect, freeze again) when fewer than RECLAIM_BELOW remain open, or
+# after RECLAIM_AFTER streams closed while frozen.
+FREEZE_EVERY = 256
+RECLAIM_BELOW = 64
+RECLAIM_AFTER = 50_000
 
 
 class TooManyStreams(AppError):
@@ -36,7 +52,7 @@ class OpenStream:
     def release(self) -> None:
         """Give the place back (idempotent)."""
         if self._streams is not None:
-            self._streams.open -= 1
+            self._streams.closed()
             self._streams = None
             metrics.sse_stream(-1)
 
@@ -55,6 +71,9 @@ class OpenStreams:
         # How to stop each live event stream; one watcher per process ends them at shutdown.
         self._live: dict[int, Stop] = {}
         self._exit: asyncio.Task[None] | None = None
+        # Streams opened since the last freeze, closed since; whether anything is frozen.
+        self._opened = self._closed = 0
+        self._frozen = False
 
     def follow(self, stop: Stop) -> int:
         """Register a live stream's stop (called when the server begins to stop)."""
@@ -82,7 +101,27 @@ class OpenStreams:
             raise TooManyStreams(self.limit)
         self.open += 1
         metrics.sse_stream(1)
+        self._opened += 1
+        if self._opened >= FREEZE_EVERY and self.open >= FREEZE_EVERY:
+            self._opened = 0
+            # The young generations first, so that fresh garbage is not frozen with the rest.
+            gc.collect(1)
+            gc.freeze()
+            self._frozen = True
         return OpenStream(self)
+
+    def closed(self) -> None:
+        """A stream ended (see OpenStream.release)."""
+        self.open -= 1
+        if self._frozen:
+            self._closed += 1
+            if self.open < RECLAIM_BELOW or self._closed >= RECLAIM_AFTER:
+                self._closed = 0
+                self._frozen = False
+                gc.unfreeze()
+                gc.collect()
+                # What start-up froze (see ops.serving.settle_memory), frozen again.
+                gc.freeze()
 
     def spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """Run ``work`` independently of any request; it is cancelled at shutdown."""
