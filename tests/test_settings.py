@@ -145,7 +145,7 @@ def test_unusable_hardening_settings_are_refused(name: str, value: str) -> None:
 
 def test_stream_settings_default_to_the_documented_values() -> None:
     settings = load_settings({})
-    assert (settings.stream_max_s, settings.max_streams) == (3600.0, 1000)
+    assert (settings.stream_max_s, settings.max_streams) == (3600.0, 10_000)
     assert (settings.keepalive_s, settings.stream_poll_s, settings.listen) == (15.0, 3.0, True)
 
 
