@@ -189,7 +189,8 @@ class EventStream:
 
     async def follow(self, keepalive_s: float | None) -> AsyncIterator[EventOut | None]:
         """Yield events as `events` does, and None after each ``keepalive_s`` without one."""
-        batch = self._first
+        # Not kept: an idle stream holds no page of events.
+        batch, self._first = self._first, None
         assert batch is not None, "open() the stream first"
         hub, loop = self.gw.hub, asyncio.get_running_loop()
         with hub.waiter(batch.row_id) as waiter:
