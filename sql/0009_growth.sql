@@ -4,10 +4,10 @@
 -- agent (a2a_tasks_listing, 0001), within one of its contexts, or within one state. Without
 -- them a filter reads every task of the agent to find a page.
 
-CREATE INDEX a2a_tasks_by_context ON a2a_tasks (agent_id, context_id, created_at DESC, id DESC)
+CREATE INDEX a2a_tasks_agent_context ON a2a_tasks (agent_id, context_id, created_at DESC, id DESC)
     WHERE context_id IS NOT NULL;
 
-CREATE INDEX a2a_tasks_by_state ON a2a_tasks (agent_id, state, created_at DESC, id DESC);
+CREATE INDEX a2a_tasks_agent_state ON a2a_tasks (agent_id, state, created_at DESC, id DESC);
 
 -- Retention (core/retention.py) finds the terminal tasks completed before a cutoff, oldest
 -- first; only terminal tasks have a completedAt.
