@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import itertools
 import json
 import os
 import platform
@@ -187,28 +188,32 @@ def rss_kb(pid: int) -> int:
 
 
 PROBE = """
-import json, sys, time, urllib.request
-url, until = sys.argv[1], time.time() + float(sys.argv[2])
-worst = 0.0
-while time.time() < until:
+import sys, time, urllib.request
+while True:
     start = time.perf_counter()
-    urllib.request.urlopen(url, timeout=30).read()
-    worst = max(worst, time.perf_counter() - start)
+    urllib.request.urlopen(sys.argv[1], timeout=30).read()
+    print(time.time(), time.perf_counter() - start, flush=True)
     time.sleep(0.02)
-print(json.dumps({"max_s": worst}))
 """
 
 
-def start_probe(url: str, seconds: float) -> subprocess.Popen[str]:
-    """Probe ``url`` every 20 ms from another process for ``seconds``; it prints the worst."""
-    return subprocess.Popen(
-        [sys.executable, "-c", PROBE, url, str(seconds)], stdout=subprocess.PIPE, text=True
-    )
+def start_probe(url: str, log: Path) -> subprocess.Popen[str]:
+    """Probe ``url`` every 20 ms from another process until stopped (its stalls), to ``log``
+    (a file: a pipe nobody reads would fill and block the probe)."""
+    with log.open("w") as out:
+        return subprocess.Popen([sys.executable, "-c", PROBE, url], stdout=out, text=True)
 
 
-def probe_result(probe: subprocess.Popen[str]) -> float:
-    out, _ = probe.communicate(timeout=600)
-    return float(json.loads(out)["max_s"])
+def probe_worst(probe: subprocess.Popen[str], log: Path, phases: list[float]) -> list[float]:
+    """Stop the probe; the longest answer (s) between each two consecutive ``phases`` times."""
+    probe.terminate()
+    probe.wait(60)
+    out = log.read_text()
+    samples = [tuple(map(float, line.split())) for line in out.splitlines() if line.strip()]
+    worst = []
+    for start, end in itertools.pairwise(phases):
+        worst.append(max((lag for at, lag in samples if start <= at < end), default=0.0))
+    return worst
 
 
 async def statements(conn: asyncpg.Connection) -> int:
@@ -296,8 +301,11 @@ async def measure_streams(
             rss_before, conns_before = rss_kb(gw_pid), await gateway_connections(conn)
             streams = Streams(http, base, headers)
             started = time.perf_counter()
-            probe = start_probe(base + "/healthz", idle_s + 60)
+            probe_log = Path(os.environ.get("TMPDIR", "/tmp")) / f"a2ac-probe-{gw_pid}.log"
+            probe = start_probe(base + "/healthz", probe_log)
+            phases = [time.time()]
             await streams.open(paths)
+            phases.append(time.time())
             opened_s = time.perf_counter() - started
             # The hub records its interest in every task; the statistics of the opening reads
             # reach pg_stat_database within 10 s of their backends going idle.
@@ -307,6 +315,7 @@ async def measure_streams(
             await asyncio.sleep(idle_s)
             idle_qps = (await statements(conn) - before - 1) / idle_s
             idle_cpu = (cpu_seconds(gw_pid) - cpu_before) / idle_s * 100
+            phases.append(time.time())
             # Fan-out: an event on the task 1,000 streams wait on, ten times.
             delays: list[float] = []
             for n in range(10):
@@ -322,7 +331,8 @@ async def measure_streams(
                 delays += [t - committed for t in got]
                 delays += [30.0] * (fanout - len(got))  # never arrived: counted as 30 s
                 await asyncio.sleep(1)
-            stall = probe_result(probe)
+            phases.append(time.time())
+            stalls = probe_worst(probe, probe_log, phases)
             rss_idle = rss_kb(gw_pid)
             await streams.close()
             await asyncio.sleep(5)
@@ -339,7 +349,11 @@ async def measure_streams(
             "db_connections": (conns_before, conns_open),
             "idle_statements_per_s": idle_qps,
             "idle_gateway_cpu_percent": idle_cpu,
-            "max_stall_ms": stall * 1000,
+            # The longest /healthz answer while the streams opened, idled, took the events.
+            "max_stall_ms": {
+                phase: worst * 1000
+                for phase, worst in zip(("opening", "idle", "fan-out"), stalls, strict=True)
+            },
             "fanout_p50_ms": percentile(delays, 0.5),
             "fanout_p99_ms": percentile(delays, 0.99),
         }

@@ -77,11 +77,13 @@ def notify_agent_sql(agent_expr: str) -> str:
 # Who may see a task, as one value: a stream whose task's value changed re-checks its caller.
 SCOPE_SQL = "md5(concat_ws(chr(31), t.owner, t.team_id, a.owner, a.visibility, a.team_id))"
 
-# The one fallback poll of a process: for each task its streams wait on, how far its log has
-# grown and who may see it (no row: the task is gone).
+# The one fallback poll of a process: for each task its streams wait on ($1), the least seq
+# they saw ($2) and the scope they saw ($3; NULL when they disagree), the tasks with news:
+# events past that seq, another scope, or no row (the task is gone). Only those come back.
 POLL = f"""SELECT w.id, t.last_seq, {SCOPE_SQL} AS scope
-FROM unnest($1::uuid[]) AS w (id)
-LEFT JOIN a2a_tasks t ON t.id = w.id LEFT JOIN a2a_agents a ON a.id = t.agent_id"""
+FROM unnest($1::uuid[], $2::int[], $3::text[]) AS w (id, seen, scope)
+LEFT JOIN a2a_tasks t ON t.id = w.id LEFT JOIN a2a_agents a ON a.id = t.agent_id
+WHERE t.id IS NULL OR t.last_seq > w.seen OR {SCOPE_SQL} IS DISTINCT FROM w.scope"""
 
 # Write (or extend) this process's interest rows for the tasks in $1. The join leaves out a
 # task already deleted; one deleted while the statement runs fails the foreign key (_keep).
@@ -355,9 +357,17 @@ class Hub:
     async def _poll(self, conn: Conn) -> None:
         """One statement for every waited task: wake the streams that have news (events past
         what they saw, another scope, or their task gone) that a notification missed."""
-        if not self._waiters:
+        ids, seen, scopes = [], [], []
+        for row_id, held in self._waiters.items():
+            reading = [w for w in held if w.seen is not None]
+            if reading:  # a waiter not reading yet reads once it starts
+                ids.append(row_id)
+                seen.append(min(w.seen for w in reading if w.seen is not None))
+                scope = {w.scope for w in reading}
+                scopes.append(scope.pop() if len(scope) == 1 else None)
+        if not ids:
             return
-        rows = await conn.fetch(POLL, list(self._waiters))
+        rows = await conn.fetch(POLL, ids, seen, scopes)
         for row in rows:
             waiters = self._waiters.get(row["id"])
             if not waiters:

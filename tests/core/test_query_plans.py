@@ -71,7 +71,7 @@ PLANS: list[tuple[str, str, Args]] = [
     ("stream read near the end", READ_EVENTS, lambda s: (*s.scope, s.agent, "long", LONG - 5, 200)),
     ("stream shared read", READ_TASK_EVENTS, lambda s: (s.long_row, 0, 200)),
     ("stream shared read near the end", READ_TASK_EVENTS, lambda s: (s.long_row, LONG - 5, 200)),
-    ("hub poll", POLL, lambda s: (s.waited,)),
+    ("hub poll", POLL, lambda s: (s.waited, [0] * len(s.waited), [None] * len(s.waited))),
     ("hub interest", KEEP_INTEREST, lambda s: (s.waited, uuid.uuid4(), 60.0)),
     ("watcher pick-up", watches.PICK_UP, lambda s: (10, 30.0)),
     ("watcher renew", watches.RENEW, lambda s: (s.waited, [uuid.uuid4()] * len(s.waited), 30.0)),
