@@ -66,3 +66,7 @@ js-clients: $(JS_STAMP)
 
 compose-ha-smoke: $(RUN_STAMP)
 	bash scripts/compose_ha_smoke.sh
+
+.PHONY: bench-scale
+bench-scale: $(DEV_STAMP)
+	$(PY) bench/scale_bench.py

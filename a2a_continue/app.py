@@ -12,6 +12,7 @@ from typing import Any
 from starlette.routing import BaseRoute
 
 from a2a_continue.background.push import Dispatcher
+from a2a_continue.background.retention import pruning
 from a2a_continue.background.sweeps import start_sweeper, stop_sweeper, sweeping_claims
 from a2a_continue.background.watcher import Watcher
 from a2a_continue.facade import push
@@ -77,7 +78,11 @@ def create_app(
         )
         sweeper = start_sweeper(pool, settings.idempotency_sweep_s)
         session = agent_session(settings)
-        hub = Hub(settings.listen_database_url or database_url, listen=settings.listen)
+        hub = Hub(
+            settings.listen_database_url or database_url,
+            listen=settings.listen,
+            poll_s=settings.stream_poll_s,
+        )
         streams = OpenStreams(settings.max_streams)
         dispatcher = Dispatcher(settings, push.delivery_body, push_issuer(settings))
         await hub.start()
@@ -88,7 +93,7 @@ def create_app(
         await watcher.start(gateway)
         await dispatcher.start(gateway)
         try:
-            async with sweeping_claims(gateway):
+            async with sweeping_claims(gateway), pruning(gateway):
                 yield {"gateway": gateway}
         finally:
             await dispatcher.stop()

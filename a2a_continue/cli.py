@@ -1,4 +1,4 @@
-"""The a2a-continue command: serve, migrate, token, console, demo, sample-agent."""
+"""The a2a-continue command: serve, migrate, token, console, prune, demo, sample-agent."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from contextlib import contextmanager, suppress
 import asyncpg
 import msgspec
 
-from a2a_continue.core import console_codes
+from a2a_continue.core import console_codes, retention
 from a2a_continue.core.callers import mint_token
+from a2a_continue.core.retention import Pruned
 from a2a_continue.obs import logs
 from a2a_continue.ops.embedded import EmbeddedUnavailable
 from a2a_continue.ops.startup import (
@@ -196,6 +197,44 @@ async def _new_code(database_url: str, ttl_s: float) -> str:
         await conn.close()
 
 
+def prune(settings: Settings, args: argparse.Namespace) -> int:
+    """Delete (or, dry, count) the terminal tasks completed more than DAYS ago."""
+    with database(settings) as ready:
+        assert ready.database_url
+        if not _database_answers(ready.database_url):
+            return 1
+        asyncio.run(migrate_url(ready.database_url))
+        pruned = asyncio.run(_prune(ready, args.older_than, args.dry_run))
+    what = f"terminal tasks completed over {args.older_than:g} days ago"
+    if not pruned.ran:
+        print("another process is pruning now; nothing deleted", file=sys.stderr)
+        return 1
+    verb = "would delete" if args.dry_run else "deleted"
+    print(f"{verb} {pruned.tasks} {what}, with {pruned.events} events")
+    return 0
+
+
+async def _prune(settings: Settings, days: float, dry_run: bool) -> Pruned:
+    assert settings.database_url
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        if dry_run:
+            return await retention.due(conn, days)
+        return await retention.prune(conn, days, batch=settings.retention_batch)
+    finally:
+        await conn.close()
+
+
+def _days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of days >= 0, got {text!r}")
+    return value
+
+
 def _positive(text: str) -> float:
     try:
         value = float(text)
@@ -225,6 +264,16 @@ def parser() -> argparse.ArgumentParser:
     )
     sub.add_parser(
         "console", help="print a one-time link that opens the console signed in as the admin"
+    )
+    prune_cmd = sub.add_parser(
+        "prune", help="delete terminal tasks completed long ago, with their events"
+    )
+    prune_cmd.add_argument(
+        "--older-than", type=_days, required=True, metavar="DAYS",
+        help="delete the tasks completed more than DAYS ago",
+    )  # fmt: skip
+    prune_cmd.add_argument(
+        "--dry-run", action="store_true", help="count what would be deleted; delete nothing"
     )
     sub.add_parser("demo", help="run a two-turn task through a gateway and a sample agent")
     sample = sub.add_parser(
@@ -284,6 +333,8 @@ def _main(argv: list[str] | None = None) -> int:
         return token(settings, args)
     if args.command == "console":
         return console(settings)
+    if args.command == "prune":
+        return prune(settings, args)
     from a2a_continue.ops.demo import run_demo
 
     return run_demo()

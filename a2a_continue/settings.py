@@ -67,7 +67,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     body_timeout_s: float = 10.0
     claim_sweep_s: float = 30.0
     stream_max_s: float = 3600.0
-    max_streams: int = 1000
+    # Measured (docs/growth.md): 10,000 idle streams take ~20 KB each, no stall over 250 ms.
+    max_streams: int = 10_000
     keepalive_s: float = 15.0
     stream_poll_s: float = 3.0
     listen: bool = True
@@ -93,6 +94,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     push_poll_s: float = 5.0
     push_signing_key: str = ""
     push_dispatch: bool = True
+
+    # ---- growth: retention (§14) ----
+    retention_days: float | None = None
+    retention_sweep_s: float = 3600.0
+    retention_batch: int = 500
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -201,7 +207,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         body_timeout_s=_number(env, "A2AC_BODY_TIMEOUT_S", 10.0),
         claim_sweep_s=_number(env, "A2AC_CLAIM_SWEEP_S", 30.0),
         stream_max_s=_number(env, "A2AC_STREAM_MAX_S", 3600.0),
-        max_streams=_integer(env, "A2AC_MAX_STREAMS", 1000),
+        max_streams=_integer(env, "A2AC_MAX_STREAMS", 10_000),
         keepalive_s=_number(env, "A2AC_KEEPALIVE_S", 15.0),
         stream_poll_s=_number(env, "A2AC_STREAM_POLL_S", 3.0),
         listen=_flag(env, "A2AC_LISTEN", True),
@@ -223,6 +229,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         push_poll_s=_number(env, "A2AC_PUSH_POLL_S", 5.0),
         push_signing_key=env.get("A2AC_PUSH_SIGNING_KEY", ""),
         push_dispatch=_flag(env, "A2AC_PUSH_DISPATCH", True),
+        # ---- growth: retention (§14) ----
+        retention_days=_number(env, "A2AC_RETENTION_DAYS", 0.0) or None,
+        retention_sweep_s=_number(env, "A2AC_RETENTION_SWEEP_S", 3600.0),
+        retention_batch=_integer(env, "A2AC_RETENTION_BATCH", 500, high=10_000),
     )
     return _check_watch(settings)
 

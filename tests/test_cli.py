@@ -24,6 +24,7 @@ from tests.support.database import (
     create_database,
     direct_url,
     drop_database,
+    insert_agent,
     topology_env,
     with_database,
 )
@@ -179,3 +180,33 @@ async def _stored_codes(database_url: str) -> list[bytes]:
         return [row[0] for row in await conn.fetch("SELECT code_sha256 FROM a2a_console_codes")]
     finally:
         await conn.close()
+
+
+async def test_prune_dry_run_counts_and_prune_deletes_old_terminal_tasks(
+    db: asyncpg.Connection, database_url: str
+) -> None:
+    agent = await insert_agent(db)
+    for task_id, days in (("old", 40), ("new", 1)):
+        await db.execute(
+            "INSERT INTO a2a_tasks (agent_id, task_id, state, owner, completed_at, last_seq)"
+            " VALUES ($1, $2, 'completed', 'alice@example.com',"
+            " now() - make_interval(days => $3), 0)",
+            agent,
+            task_id,
+            days,
+        )
+    env = clean_env(A2AC_DATABASE_URL=database_url)
+    dry = await asyncio.to_thread(run_cli, "prune", "--older-than", "30", "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert "would delete 1 terminal tasks completed over 30 days ago" in dry.stdout
+    assert await db.fetchval("SELECT count(*) FROM a2a_tasks") == 2
+    done = await asyncio.to_thread(run_cli, "prune", "--older-than", "30", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "deleted 1 terminal tasks" in done.stdout
+    assert await db.fetchval("SELECT array_agg(task_id) FROM a2a_tasks") == ["new"]
+
+
+def test_prune_refuses_a_negative_age() -> None:
+    bad = run_cli("prune", "--older-than", "-1", env=clean_env())
+    assert bad.returncode == 2
+    assert "must be a number of days >= 0" in bad.stderr

@@ -145,7 +145,7 @@ def test_unusable_hardening_settings_are_refused(name: str, value: str) -> None:
 
 def test_stream_settings_default_to_the_documented_values() -> None:
     settings = load_settings({})
-    assert (settings.stream_max_s, settings.max_streams) == (3600.0, 1000)
+    assert (settings.stream_max_s, settings.max_streams) == (3600.0, 10_000)
     assert (settings.keepalive_s, settings.stream_poll_s, settings.listen) == (15.0, 3.0, True)
 
 
@@ -277,3 +277,11 @@ def test_push_settings_are_read_from_the_environment() -> None:
 def test_a_push_attempt_count_that_is_not_a_whole_number_is_refused() -> None:
     with pytest.raises(SettingsError, match="A2AC_PUSH_MAX_ATTEMPTS"):
         load_settings({"A2AC_PUSH_MAX_ATTEMPTS": "2.5"})
+
+
+def test_retention_is_off_unless_a2ac_retention_days_is_set() -> None:
+    assert load_settings({}).retention_days is None
+    settings = load_settings({"A2AC_RETENTION_DAYS": "30", "A2AC_RETENTION_BATCH": "100"})
+    assert (settings.retention_days, settings.retention_batch) == (30.0, 100)
+    with pytest.raises(SettingsError, match="A2AC_RETENTION_DAYS"):
+        load_settings({"A2AC_RETENTION_DAYS": "0"})

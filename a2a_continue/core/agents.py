@@ -16,6 +16,7 @@ from a2a_continue.core.pagination import cursor_param, encode_cursor, limit_para
 from a2a_continue.errors import Forbidden, Invalid, NotFound
 from a2a_continue.limits import check_agent_auth
 from a2a_continue.runtime.db import Conn, Record
+from a2a_continue.runtime.interest import notify_agent_sql
 from a2a_continue.runtime.secrets import Sealer
 from a2a_continue.settings import Network
 
@@ -193,7 +194,7 @@ async def update_agent(
                 card = CASE WHEN $12 THEN $13 ELSE a.card END,
                 capabilities = $11, updated_at = now()
             WHERE a.id = $1
-            RETURNING {AGENT_COLUMNS}
+            RETURNING {AGENT_COLUMNS}, {notify_agent_sql("a.id")} AS notified
             """,
             agent_id,
             merged["name"],
@@ -218,4 +219,8 @@ async def delete_agent(conn: Conn, caller: Caller, agent_id: uuid.UUID) -> None:
     """Delete an agent (and, by cascade, its tasks) by the owner or an admin."""
     async with conn.transaction():
         await _owned_agent_row(conn, caller, agent_id)
-        await conn.execute("DELETE FROM a2a_agents WHERE id = $1", agent_id)
+        # Its streams close: the notification wakes them to find their task gone.
+        await conn.execute(
+            f"DELETE FROM a2a_agents a WHERE a.id = $1 RETURNING {notify_agent_sql('a.id')}",
+            agent_id,
+        )

@@ -66,19 +66,24 @@ async def _require_visible_agent(conn: Conn, caller: Caller, agent_id: uuid.UUID
         raise NotFound(f"agent {agent_id} not found")
 
 
+# One visible task by the agent's id and its task id, with what it takes to call the agent.
+FIND_TASK = f"""
+SELECT {TASK_COLUMNS}, a.endpoint_url, a.protocol_version, a.auth_sealed, a.timeout_seconds
+FROM a2a_tasks t JOIN a2a_agents a ON a.id = t.agent_id
+WHERE t.agent_id = $4 AND t.task_id = $5 AND {TASK_VISIBLE}
+"""
+
+# A page of a task's events after a seq, by the primary key (task, seq).
+LIST_EVENTS = """
+SELECT seq, type, previous_state, new_state, actor, data, created_at
+FROM a2a_task_events WHERE task = $1 AND seq > $2
+ORDER BY seq LIMIT $3
+"""
+
+
 async def find_task(conn: Conn, caller: Caller, agent_id: uuid.UUID, task_id: str) -> Record:
     """Return the visible task row with its agent's columns, or raise 404."""
-    row = await conn.fetchrow(
-        f"""
-        SELECT {TASK_COLUMNS}, a.endpoint_url, a.protocol_version, a.auth_sealed,
-               a.timeout_seconds
-        FROM a2a_tasks t JOIN a2a_agents a ON a.id = t.agent_id
-        WHERE t.agent_id = $4 AND t.task_id = $5 AND {TASK_VISIBLE}
-        """,
-        *caller.scope_args(),
-        agent_id,
-        task_id,
-    )
+    row = await conn.fetchrow(FIND_TASK, *caller.scope_args(), agent_id, task_id)
     if row is None:
         raise NotFound(f"task {task_id} not found")
     return row
@@ -100,6 +105,38 @@ def _state_filter(params: Mapping[str, str]) -> str | None:
     return state
 
 
+def _list_statement(state: bool, context: bool, cursor: bool) -> str:
+    """The page of an agent's tasks for one filter shape: only the conditions it has, so that
+    each shape gets its own plan, walking its own index (sql/0009) newest first."""
+    conditions = ["t.agent_id = $4", TASK_VISIBLE]
+    n = 4
+    if state:
+        n += 1
+        conditions.append(f"t.state = ${n}")
+    if context:
+        n += 1
+        conditions.append(f"t.context_id = ${n}")
+    if cursor:
+        conditions.append(f"(t.created_at, t.id) < (${n + 1}::timestamptz, ${n + 2}::uuid)")
+        n += 2
+    where = "\n  AND ".join(conditions)
+    return f"""SELECT {TASK_COLUMNS}
+FROM a2a_tasks t JOIN a2a_agents a ON a.id = t.agent_id
+WHERE {where}
+ORDER BY t.created_at DESC, t.id DESC
+LIMIT ${n + 1}"""
+
+
+# One statement per shape: (state filter, contextId filter, cursor) → SQL; then the values
+# are the caller's scope, the agent, the filters present, the cursor's two, the limit.
+LIST_TASKS: dict[tuple[bool, bool, bool], str] = {
+    (s, c, k): _list_statement(s, c, k)
+    for s in (False, True)
+    for c in (False, True)
+    for k in (False, True)
+}
+
+
 async def list_tasks(
     conn: Conn, caller: Caller, agent_id: uuid.UUID, params: Mapping[str, str]
 ) -> TaskList:
@@ -108,25 +145,12 @@ async def list_tasks(
     state = _state_filter(params)
     after_at, after_id = cursor_param(params)
     await _require_visible_agent(conn, caller, agent_id)
-    rows = await conn.fetch(
-        f"""
-        SELECT {TASK_COLUMNS}
-        FROM a2a_tasks t JOIN a2a_agents a ON a.id = t.agent_id
-        WHERE t.agent_id = $4 AND {TASK_VISIBLE}
-          AND ($5::text IS NULL OR t.state = $5)
-          AND ($6::text IS NULL OR t.context_id = $6)
-          AND ($7::timestamptz IS NULL OR (t.created_at, t.id) < ($7, $8::uuid))
-        ORDER BY t.created_at DESC, t.id DESC
-        LIMIT $9
-        """,
-        *caller.scope_args(),
-        agent_id,
-        state,
-        params.get("contextId"),
-        after_at,
-        after_id,
-        limit + 1,
-    )
+    context = params.get("contextId")
+    shape = (state is not None, context is not None, after_at is not None)
+    filters = [value for value in (state, context) if value is not None]
+    keyset = [after_at, after_id] if after_at is not None else []
+    statement = LIST_TASKS[shape]
+    rows = await conn.fetch(statement, *caller.scope_args(), agent_id, *filters, *keyset, limit + 1)
     page = rows[:limit]
     more = len(rows) > limit
     cursor = encode_cursor(page[-1]["created_at"], page[-1]["row_id"]) if more else None
@@ -144,15 +168,6 @@ async def list_events(
     after = int_param(params, "after", 0, 0, 2**31 - 1)
     limit = int_param(params, "limit", MAX_LIMIT, 1, 1000)
     task = await find_task(conn, caller, agent_id, task_id)
-    rows = await conn.fetch(
-        """
-        SELECT seq, type, previous_state, new_state, actor, data, created_at
-        FROM a2a_task_events WHERE task = $1 AND seq > $2
-        ORDER BY seq LIMIT $3
-        """,
-        task["row_id"],
-        after,
-        limit,
-    )
+    rows = await conn.fetch(LIST_EVENTS, task["row_id"], after, limit)
     events = [EventOut(**dict(r)) for r in rows]
     return EventList(events=events, next_after=events[-1].seq if events else after)

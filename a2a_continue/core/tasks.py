@@ -14,7 +14,7 @@ from a2a_continue.a2a.protocol import CANONICAL_STATES, TERMINAL_STATES, AgentTa
 from a2a_continue.core.task_reads import TASK_COLUMNS
 from a2a_continue.errors import NotFound
 from a2a_continue.runtime.db import Conn, Record
-from a2a_continue.runtime.hub import notify_sql
+from a2a_continue.runtime.interest import notify_sql
 
 # Who writes the events no caller asked for (an expired claim, a watch): the gateway itself.
 SYSTEM_ACTOR = "a2a-continue"

@@ -11,7 +11,7 @@ from typing import Any
 from a2a_continue.core.task_reads import LEASED_COLUMNS
 from a2a_continue.core.tasks import TERMINAL_SQL, append_events
 from a2a_continue.runtime.db import Conn, Record
-from a2a_continue.runtime.hub import notify_sql
+from a2a_continue.runtime.interest import notify_sql
 
 # ---- watch leases (their rules: core/leases.py) -------------------------------------------
 

@@ -51,6 +51,9 @@ SSE_STREAMS = Gauge("a2ac_sse_streams", "Open event streams", multiprocess_mode=
 WATCHED_TASKS = Gauge(
     "a2ac_watched_tasks", "Tasks the watcher follows", multiprocess_mode="livesum"
 )
+PRUNED_TASKS = Counter(
+    "a2ac_pruned_tasks", "Terminal tasks deleted by retention, with their events"
+)
 IDEMPOTENT_REPLAYS = Counter("a2ac_idempotent_replays", "Answers replayed for a repeated key")
 DB_POOL = Gauge(
     "a2ac_db_pool_connections",
@@ -116,6 +119,11 @@ def followup(outcome: str) -> None:
 def claim_expired(count: int = 1) -> None:
     """Count claims found expired (taken over by a follow-up, or released by the sweep)."""
     CLAIMS_EXPIRED.inc(count)
+
+
+def pruned_tasks(count: int) -> None:
+    """Count terminal tasks retention deleted (``pruned_tasks_total``)."""
+    PRUNED_TASKS.inc(count)
 
 
 def sse_stream(delta: int) -> None:

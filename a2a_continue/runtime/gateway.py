@@ -79,7 +79,7 @@ class Gateway:
     session: aiohttp.ClientSession
     sealer: Sealer
     hub: Hub = field(default_factory=lambda: Hub(None, listen=False))
-    open_streams: OpenStreams = field(default_factory=lambda: OpenStreams(1000))
+    open_streams: OpenStreams = field(default_factory=lambda: OpenStreams(10_000))
     watcher: WatcherPort | None = None
     targets: dict[tuple[Any, ...], AgentTarget] = field(default_factory=dict)
     held: HeldConnections | None = None

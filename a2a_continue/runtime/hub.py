@@ -8,11 +8,15 @@ row, on any replica (see `notify_sql`). Each time a task gains interest (its fir
 waiter, listening re-enabled, or after a reconnect) its waiters re-read once LISTEN is active
 and the row is committed, which picks up the events committed before.
 
-A notification only wakes readers, who then read the rows; streams also re-read every few
-seconds, so a notification lost (or a listener down) delays an event and never loses it.
+A notification only wakes readers, who then read the rows. Idle streams do not poll: the hub
+alone checks, every few seconds and in one statement for all of them, whether a waited task
+has events past what its streams saw, or changed who may see it (`POLL`), and wakes those;
+so a notification lost (or a listener down) delays an event and never loses it. Agent
+updates and deletions notify too (`notify_agent_sql`): they can end a stream's visibility.
+Streams of one task woken together share one read of the new events (`shared`).
 
-Other channels (the push outbox's, ``on_channel``) are listened on whenever the connection is
-up, each waking one callback, which is also called after every (re)connect.
+Other channels (the push outbox's, ``on_channel``) are listened on whenever the connection
+listens, each waking one callback, which is also called after every (re)connect.
 """
 
 from __future__ import annotations
@@ -21,75 +25,29 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Hashable, Iterator
+from typing import Any, TypeVar
 
 import asyncpg
 
 from a2a_continue.runtime.db import Conn, NotDirect, check_direct
+from a2a_continue.runtime.interest import (
+    AGENT_PREFIX,
+    DROP_ALL_INTEREST,
+    DROP_INTEREST,
+    EVENTS_CHANNEL,
+    KEEP_INTEREST,
+    POLL,
+    SWEEP_INTEREST,
+)
+from a2a_continue.runtime.waiters import Waiter as Waiter
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
-# Every statement that appends an event also notifies this channel with the task's row id,
-# in the same transaction, when a live stream (on any replica) waits on the task: see
-# notify_sql. The streams wake and read the new rows.
-EVENTS_CHANNEL = "a2ac_task_events"
-
 # Bound on each statement of the hub's connection (a cut connection is noticed by using it).
 STATEMENT_S = 10.0
-
-
-def notify_sql(task_expr: str) -> str:
-    """SQL notifying the events channel with the task ``task_expr`` names, if a stream waits.
-
-    Only a task with an unexpired row in `a2a_stream_interest` (each process's hub keeps one
-    per task its streams wait on) is notified: a NOTIFY holds a database-wide lock until its
-    commit is flushed, so notifying commits queue behind each other, and most tasks have no
-    stream waiting. The value is NULL either way. Qualify ``task_expr`` (``appended.task``):
-    a bare ``task`` would name the interest row's own column inside the subquery.
-    """
-    return (
-        "CASE WHEN EXISTS (SELECT 1 FROM a2a_stream_interest i"
-        f" WHERE i.task = {task_expr} AND i.expires_at > now())"
-        f" THEN pg_notify('{EVENTS_CHANNEL}', {task_expr}::text) END"
-    )
-
-
-# Write (or extend) this process's interest rows for the tasks in $1. The join leaves out a
-# task already deleted; one deleted while the statement runs fails the foreign key (_keep).
-KEEP_INTEREST = """INSERT INTO a2a_stream_interest (task, process, expires_at)
-SELECT t.id, $2, now() + make_interval(secs => $3)
-FROM unnest($1::uuid[]) AS w (id) JOIN a2a_tasks t ON t.id = w.id
-ON CONFLICT (task, process) DO UPDATE SET expires_at = EXCLUDED.expires_at"""
-
-DROP_INTEREST = "DELETE FROM a2a_stream_interest WHERE process = $1 AND task = ANY($2::uuid[])"
-
-DROP_ALL_INTEREST = "DELETE FROM a2a_stream_interest WHERE process = $1"
-
-# Rows of a process that died without deleting them: expired, they no longer cause notifies;
-# any hub's refresh deletes them a while later.
-SWEEP_INTEREST = "DELETE FROM a2a_stream_interest WHERE expires_at < now() - interval '5 minutes'"
-
-
-class Waiter:
-    """What one stream waits on: a wake-up for its task, or the fallback poll interval."""
-
-    def __init__(self) -> None:
-        self._woken = asyncio.Event()
-
-    def wake(self) -> None:
-        """Wake the stream (a notification for its task, or a listener that reconnected)."""
-        self._woken.set()
-
-    async def wait(self, timeout_s: float) -> bool:
-        """Wait until woken or ``timeout_s`` pass; return whether it was woken. Re-arms."""
-        try:
-            async with asyncio.timeout(timeout_s):
-                await self._woken.wait()
-        except TimeoutError:
-            return False
-        finally:
-            self._woken.clear()
-        return True
 
 
 class Hub:
@@ -103,9 +61,12 @@ class Hub:
         retry_s: float = 1.0,
         interest_ttl_s: float = 60.0,
         refresh_s: float = 20.0,
+        poll_s: float = 3.0,
     ):
         self.database_url = database_url
         self.listen = listen and database_url is not None
+        # With a database the hub's one poll stands in for every stream's (see `polls`).
+        self.poll_s = poll_s
         self.retry_s = retry_s
         # An interest row lasts interest_ttl_s unless refreshed, which happens every refresh_s.
         self.interest_ttl_s = interest_ttl_s
@@ -122,17 +83,25 @@ class Hub:
         # Set when a task gained its first waiter or lost its last, or the connection was lost.
         self._changed = asyncio.Event()
         self._runner: asyncio.Task[None] | None = None
+        # Reads in flight per task, shared by the streams woken together (see `shared`).
+        self._reads: dict[uuid.UUID, dict[Hashable, asyncio.Task[Any]]] = {}
         # Other channels this process listens on for as long as it is connected (the push
         # outbox's), each with what wakes on a notification and on every (re)connect.
         self._channels: dict[str, Callable[[], None]] = {}
+
+    @property
+    def polls(self) -> bool:
+        """Whether this hub's poll wakes its waiters now (else each stream polls on its own:
+        no database, or the hub's connection is down)."""
+        return self.connected.is_set()
 
     def on_channel(self, channel: str, wake: Callable[[], None]) -> None:
         """Call ``wake`` on each notification of ``channel`` and after each (re)connect."""
         self._channels[channel] = wake
 
     async def start(self) -> None:
-        """Start listening in the background (reconnecting as needed)."""
-        if self.listen and self._runner is None:
+        """Start listening (and polling) in the background, reconnecting as needed."""
+        if self.database_url is not None and self._runner is None:
             self._runner = asyncio.create_task(self._run(), name="a2ac-listen")
 
     async def stop(self) -> None:
@@ -163,21 +132,60 @@ class Hub:
                     self._changed.set()
 
     def notify(self, payload: str) -> None:
-        """Wake every waiter of the task a notification names."""
+        """Wake every waiter of the task a notification names (or of the agent's tasks)."""
+        if payload.startswith(AGENT_PREFIX):
+            self._agent_changed(payload.removeprefix(AGENT_PREFIX))
+            return
         try:
             row_id = uuid.UUID(payload)
         except ValueError:
             return
-        for waiter in self._waiters.get(row_id, ()):
-            waiter.wake()
+        self.wake({row_id})
+
+    def _agent_changed(self, payload: str) -> None:
+        try:
+            agent = uuid.UUID(payload)
+        except ValueError:
+            return
+        for row_id, waiters in self._waiters.items():
+            if any(w.agent == agent for w in waiters):
+                self._reads.pop(row_id, None)
+                for waiter in waiters:
+                    waiter.recheck = True
+                    waiter.wake()
+
+    def shared(self, row_id: uuid.UUID, key: Hashable, read: Callable[[], Awaitable[T]]) -> Any:
+        """Await ``read()`` of a task, or join the same read (same ``key``) already in flight.
+
+        A read in flight is joined only until the next wake-up of its task: streams woken by
+        a later notification read afresh (and those who joined the older read are woken too).
+        The read runs on its own, so a stream that goes away does not cancel the others'.
+        """
+        reads = self._reads.setdefault(row_id, {})
+        task = reads.get(key)
+        if task is None:
+            task = asyncio.ensure_future(read())
+            reads[key] = task
+            task.add_done_callback(lambda done: self._read_done(row_id, key, done))
+        return asyncio.shield(task)
+
+    def _read_done(self, row_id: uuid.UUID, key: Hashable, task: asyncio.Task[Any]) -> None:
+        reads = self._reads.get(row_id)
+        if reads is not None and reads.get(key) is task:
+            del reads[key]
+            if not reads:
+                del self._reads[row_id]
+        if not task.cancelled():
+            task.exception()  # retrieved: each stream that awaited it got it
 
     def wake_all(self) -> None:
         """Wake every waiter (each re-reads its task)."""
         self.wake(set(self._waiters))
 
     def wake(self, row_ids: set[uuid.UUID]) -> None:
-        """Wake the waiters of these tasks (their interest just took effect)."""
+        """Wake the waiters of these tasks (news, or their interest just took effect)."""
         for row_id in row_ids:
+            self._reads.pop(row_id, None)
             for waiter in self._waiters.get(row_id, ()):
                 waiter.wake()
 
@@ -202,8 +210,13 @@ class Hub:
             except Exception as exc:
                 reason = type(exc).__name__
             # A listener that was connected retries soon; one that cannot connect backs off.
-            delay = self.retry_s if self.connected.is_set() else min(delay * 2, 30.0)
+            was_connected = self.connected.is_set()
+            delay = self.retry_s if was_connected else min(delay * 2, 30.0)
             self.connected.clear()
+            if not was_connected:
+                # The database refuses connections: its streams wake to read once (and end
+                # if it is down), then poll on their own until the hub is back.
+                self.wake_all()
             log.warning("event listener has no connection (%s); retrying in %g s", reason, delay)
             await asyncio.sleep(delay)
 
@@ -231,21 +244,29 @@ class Hub:
         # Tasks whose interest row this connection committed while listening (waiters woken).
         ready: set[uuid.UUID] = set()
         try:
-            for channel, wake in self._channels.items():
+            for channel, wake in self._channels.items() if self.listen else ():
                 await conn.add_listener(channel, _waking(wake))
                 # Anything notified while the connection was down is read now.
                 wake()
             self.connected.set()
             refresh_at = loop.time() + self.refresh_s
+            poll_at = loop.time() + self.poll_s
             while not lost.is_set():
                 # Cleared before reading the waiters: a change while applying sets it again.
                 self._changed.clear()
-                async with asyncio.timeout(STATEMENT_S):
-                    await self._apply(conn, ready)
+                if self.listen:
+                    async with asyncio.timeout(STATEMENT_S):
+                        await self._apply(conn, ready)
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout_at(refresh_at):
+                    async with asyncio.timeout_at(min(refresh_at, poll_at)):
                         await self._changed.wait()
-                if not lost.is_set() and loop.time() >= refresh_at:
+                if lost.is_set():
+                    break
+                if loop.time() >= poll_at:
+                    async with asyncio.timeout(STATEMENT_S):
+                        await self._poll(conn)
+                    poll_at = loop.time() + self.poll_s
+                if self.listen and loop.time() >= refresh_at:
                     # Also how a connection cut without a FIN is noticed: only by using it.
                     async with asyncio.timeout(STATEMENT_S):
                         await self._refresh(conn, ready)
@@ -268,7 +289,7 @@ class Hub:
         row is committed: they re-read, catching the events committed before, and the events
         committed after carry a notification. A writer whose statement began just before the
         row committed may still skip the notify (its snapshot does not see the row) and commit
-        after that re-read: the stream's periodic re-read (`stream_poll_s`) bounds that delay,
+        after that re-read: the hub's poll (`stream_poll_s`) bounds that delay,
         as a lost notification delays an event by a few seconds and never loses it.
         """
         want = set(self._waiters)
@@ -306,6 +327,36 @@ class Hub:
         if ready:
             await self._keep(conn, ready)
         await conn.execute(SWEEP_INTEREST)
+
+    async def _poll(self, conn: Conn) -> None:
+        """One statement for every waited task: wake the streams that have news (events past
+        what they saw, another scope, or their task gone) that a notification missed."""
+        ids, seen, scopes = [], [], []
+        for row_id, held in self._waiters.items():
+            reading = [w for w in held if w.seen is not None]
+            if reading:  # a waiter not reading yet reads once it starts
+                ids.append(row_id)
+                seen.append(min(w.seen for w in reading if w.seen is not None))
+                scope = {w.scope for w in reading}
+                scopes.append(scope.pop() if len(scope) == 1 else None)
+        if not ids:
+            return
+        rows = await conn.fetch(POLL, ids, seen, scopes)
+        for row in rows:
+            waiters = self._waiters.get(row["id"])
+            if not waiters:
+                continue
+            last_seq, scope = row["last_seq"], row["scope"]
+            news = False
+            for waiter in waiters:
+                if waiter.seen is None:
+                    continue  # not reading yet: it reads once it starts
+                if last_seq is None or (waiter.scope is not None and waiter.scope != scope):
+                    waiter.recheck = news = True
+                elif last_seq > waiter.seen:
+                    news = True
+            if news:
+                self.wake({row["id"]})
 
 
 def _waking(wake: Callable[[], None]) -> Callable[[Conn, int, str, object], None]:

@@ -412,3 +412,72 @@ async def test_a_stream_whose_database_goes_away_ends_and_resumes_where_it_stopp
                 assert seqs(await rest(received)) == [2]
     finally:
         await admin.close()
+
+
+async def test_deleting_the_agent_closes_its_streams_at_once(
+    live: Client, db: asyncpg.Connection
+) -> None:
+    agent, _ = await seed(db)
+    async with stream(live, agent) as (_, received):
+        await take(received, 1)
+        await listening(db)
+        # The fallback poll of this gateway is a minute away: the deletion's notice ends it.
+        r = await live.call("DELETE", f"/v1/a2a/agents/{agent}")
+        assert r.status == 204
+        assert await rest(received, within_s=10) == []
+
+
+async def test_making_the_agent_private_closes_the_stream_of_a_caller_who_loses_sight(
+    live: Client, db: asyncpg.Connection
+) -> None:
+    agent, _ = await seed(db, visibility="public")
+    bob = Client(live.base, live.session, token("bob@example.com"))
+    await db.execute("UPDATE a2a_tasks SET team_id = NULL, owner = $1", "bob@example.com")
+    async with stream(bob, agent) as (_, received):
+        await take(received, 1)
+        await listening(db)
+        r = await live.call("PATCH", f"/v1/a2a/agents/{agent}", {"visibility": "private"})
+        assert r.status == 200, r.raw
+        assert await rest(received, within_s=10) == []
+
+
+async def test_an_event_whose_notification_was_lost_arrives_through_the_process_poll(
+    settings: Settings, db: asyncpg.Connection
+) -> None:
+    agent, row = await seed(db)
+    async with (
+        gateway(settings, stream_poll_s=0.2) as client,
+        stream(client, agent) as (_, received),
+    ):
+        await take(received, 1)
+        await listening(db)
+        # Written as if no stream waited: no notification is sent.
+        await db.execute("DELETE FROM a2a_stream_interest")
+        await write(db, row, n=1)
+        assert seqs(await take(received, 1)) == [2]
+
+
+async def test_many_streams_of_one_task_share_one_read_of_a_new_event(
+    settings: Settings, db: asyncpg.Connection
+) -> None:
+    agent, row = await seed(db)
+    reads: list[str] = []
+
+    def on_query(record: Any) -> None:
+        if "e.seq > $2" in record.query:
+            reads.append(record.query)
+
+    app = create_app(msgspec.structs.replace(settings, stream_poll_s=60), on_query=on_query)
+    async with serve_asgi(app) as base, aiohttp.ClientSession() as http:
+        client = Client(base, http)
+        async with contextlib.AsyncExitStack() as stack:
+            streams = [await stack.enter_async_context(stream(client, agent)) for _ in range(5)]
+            for _, received in streams:
+                await take(received, 1)
+            await listening(db)
+            before = len(reads)
+            await write(db, row, n=1)
+            for _, received in streams:
+                assert seqs(await take(received, 1)) == [2]
+            # Five streams woken by one notification read the event together, not five times.
+            assert 1 <= len(reads) - before < 5

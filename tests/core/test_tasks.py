@@ -253,3 +253,28 @@ async def test_a_task_of_an_agent_the_caller_cannot_see_is_not_found(
         r = await bob.call(method, path)
         assert r.status == 404, (method, path, r.raw)
     assert len(fake.received) == 1
+
+
+async def test_list_tasks_pages_through_state_and_context_filters_together(
+    client: Client, agent_url: str
+) -> None:
+    agent = await register(client, agent_url)
+
+    async def begin(context: str, state: str) -> str:
+        message = {"contextId": context, "parts": [{"text": state}]}
+        return await start(client, agent, message=message)
+
+    wanted = [await begin("ctx-a", "working") for _ in range(3)]
+    await begin("ctx-a", "TASK_STATE_COMPLETED")
+    await begin("ctx-b", "working")
+    pages: list[str] = []
+    query = "?state=working&contextId=ctx-a&limit=2"
+    while True:
+        r = await client.call("GET", f"/v1/a2a/{agent}/tasks{query}")
+        assert r.status == 200, r.raw
+        pages += [t["id"] for t in r.json()["tasks"]]
+        cursor = r.json()["nextCursor"]
+        if cursor is None:
+            break
+        query = f"?state=working&contextId=ctx-a&limit=2&cursor={cursor}"
+    assert pages == wanted[::-1]

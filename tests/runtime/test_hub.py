@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from a2a_continue.runtime.hub import EVENTS_CHANNEL, Hub
+from a2a_continue.runtime.hub import Hub
+from a2a_continue.runtime.interest import EVENTS_CHANNEL
 from tests.support.database import direct_url, with_application_name
 from tests.support.db_faults import faulty_database
 from tests.support.ports import dead_url
