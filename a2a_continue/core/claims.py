@@ -102,8 +102,13 @@ RELEASE_CLAIM = "DELETE FROM a2a_claims WHERE task = $1 AND token = $2"
 # before the claim, in the order a claimer takes them; a claim renewed meanwhile stays.
 SWEEP_EXPIRED_CLAIMS = f"""
 WITH due AS (
-    SELECT c.task FROM a2a_claims c JOIN a2a_tasks t ON t.id = c.task
-    WHERE c.expires_at < now() ORDER BY c.expires_at LIMIT $2 FOR NO KEY UPDATE OF t SKIP LOCKED
+    -- The expired claims first (their expiry index), then their tasks by key: a join would let
+    -- the planner scan every task when it knows little of the small claims table.
+    SELECT t.id AS task FROM a2a_tasks t
+    WHERE t.id = ANY (ARRAY(
+        SELECT c.task FROM a2a_claims c WHERE c.expires_at < now() ORDER BY c.expires_at LIMIT $2
+    ))
+    FOR NO KEY UPDATE OF t SKIP LOCKED
 ), gone AS (
     DELETE FROM a2a_claims c USING due WHERE c.task = due.task AND c.expires_at < now()
     RETURNING c.task, c.expires_at

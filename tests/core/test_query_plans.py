@@ -17,7 +17,7 @@ from typing import Any
 
 import asyncpg
 
-from a2a_continue.core import claims, idempotency_keys, retention, task_reads, watches
+from a2a_continue.core import claims, idempotency_keys, retention, task_list, task_reads, watches
 from a2a_continue.core.event_stream import READ_EVENTS, READ_TASK_EVENTS
 from a2a_continue.core.task_reads import LIST_TASKS
 from a2a_continue.runtime.interest import KEEP_INTEREST, POLL
@@ -62,8 +62,24 @@ def _lists() -> Iterator[tuple[str, str, Args]]:
             yield name, statement, args
 
 
+def _all_lists() -> Iterator[tuple[str, str, Args]]:
+    """Each shape of the listing across agents (GET /v1/a2a/tasks), filters in FILTERS order."""
+    for shape, statement in task_list.STATEMENTS.items():
+        given = [name for (name, _), on in zip(task_list.FILTERS, shape, strict=False) if on]
+        name = f"list across agents {'+'.join(given) or 'unfiltered'} cursor={shape[-1]}"
+
+        def args(s: Seed, shape: tuple[bool, ...] = shape) -> tuple[Any, ...]:
+            values = ("working", s.agent, s.context, ALICE)
+            filters = [v for v, on in zip(values, shape, strict=False) if on]
+            keyset = [s.deep_at, s.deep_id] if shape[-1] else []
+            return (*s.scope, *filters, *keyset, 51)
+
+        yield name, statement, args
+
+
 PLANS: list[tuple[str, str, Args]] = [
     *_lists(),
+    *_all_lists(),
     ("get", task_reads.FIND_TASK, lambda s: (*s.scope, s.agent, "long")),
     ("events first page", task_reads.LIST_EVENTS, lambda s: (s.long_row, 0, 200)),
     ("events after near the end", task_reads.LIST_EVENTS, lambda s: (s.long_row, LONG - 50, 200)),
@@ -78,6 +94,7 @@ PLANS: list[tuple[str, str, Args]] = [
     ("claim", claims.CLAIM_TASK,
      lambda s: (*s.scope, s.agent, "long", uuid.uuid4(), None, 30.0, 5.0, "a2a-continue")),
     ("claims sweep", claims.SWEEP_EXPIRED_CLAIMS, lambda s: ("a2a-continue", 500)),
+    ("row claims sweep", claims.SWEEP_EXPIRED_ROW_CLAIMS, lambda s: ("a2a-continue", 500)),
     ("idempotency sweep", idempotency_keys.SWEEP, lambda s: (1000,)),
     ("retention batch", retention.PRUNE_BATCH,
      lambda s: (dt.datetime.now(dt.UTC) - dt.timedelta(days=30), 500, 20_000)),
