@@ -114,6 +114,15 @@ def serve(settings: Settings) -> int:
     return 0
 
 
+def _migrated(ready: Settings) -> bool:
+    """Check the database answers and bring its schema up to date; print why not."""
+    assert ready.database_url
+    if not _database_answers(ready.database_url):
+        return False
+    asyncio.run(migrate_url(ready.database_url, ready.db_statement_cache))
+    return True
+
+
 def _database_answers(database_url: str) -> bool:
     """Check the database answers before anything uses it; print why not."""
     try:
@@ -172,11 +181,9 @@ def token(settings: Settings, args: argparse.Namespace) -> int:
 def console(settings: Settings) -> int:
     """Print a one-time link that opens the console signed in as the embedded set-up's admin."""
     with database(settings) as ready:
-        assert ready.database_url
-        if not _database_answers(ready.database_url):
+        if not _migrated(ready):
             return 1
-        asyncio.run(migrate_url(ready.database_url))
-        code = asyncio.run(_new_code(ready.database_url, ready.console_code_ttl_s))
+        code = asyncio.run(_new_code(ready))
     base = (settings.public_url or f"http://{settings.host}:{settings.port}").rstrip("/")
     # The code rides in the fragment, which browsers never send to a server.
     print(f"{base}/console#code={code}")
@@ -189,10 +196,13 @@ def console(settings: Settings) -> int:
     return 0
 
 
-async def _new_code(database_url: str, ttl_s: float) -> str:
-    conn = await asyncpg.connect(database_url)
+async def _new_code(settings: Settings) -> str:
+    assert settings.database_url
+    conn = await asyncpg.connect(
+        settings.database_url, statement_cache_size=settings.db_statement_cache
+    )
     try:
-        return await console_codes.create_code(conn, ADMIN, True, ttl_s)
+        return await console_codes.create_code(conn, ADMIN, True, settings.console_code_ttl_s)
     finally:
         await conn.close()
 
@@ -200,10 +210,8 @@ async def _new_code(database_url: str, ttl_s: float) -> str:
 def prune(settings: Settings, args: argparse.Namespace) -> int:
     """Delete (or, dry, count) the terminal tasks completed more than DAYS ago."""
     with database(settings) as ready:
-        assert ready.database_url
-        if not _database_answers(ready.database_url):
+        if not _migrated(ready):
             return 1
-        asyncio.run(migrate_url(ready.database_url))
         pruned = asyncio.run(_prune(ready, args.older_than, args.dry_run))
     what = f"terminal tasks completed over {args.older_than:g} days ago"
     if not pruned.ran:
@@ -216,7 +224,9 @@ def prune(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _prune(settings: Settings, days: float, dry_run: bool) -> Pruned:
     assert settings.database_url
-    conn = await asyncpg.connect(settings.database_url)
+    conn = await asyncpg.connect(
+        settings.database_url, statement_cache_size=settings.db_statement_cache
+    )
     try:
         if dry_run:
             return await retention.due(conn, days)

@@ -31,11 +31,9 @@ RUN=$(mktemp -d "${TMPDIR:-/tmp}/a2ac-ha-smoke.XXXXXX")
 DAEMON_PID=""
 STACK_UP=""
 COMPOSE=()
-
-step() {
-  STEP=$1
-  echo "== [$((SECONDS - START)) s] $STEP"
-}
+SMOKE=compose-ha-smoke
+# shellcheck source=scripts/compose_common.sh
+source scripts/compose_common.sh
 
 fail() {
   echo "compose-ha-smoke: $*" >&2
@@ -47,31 +45,6 @@ compose() {
   shift
   timeout "$limit" "${COMPOSE[@]}" -p "$PROJECT" -f docker-compose.ha.yml -f "$OVERRIDE" \
     --env-file "$RUN/smoke.env" "$@"
-}
-
-stop_pid() {
-  local pid=$1 limit=$2
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq $((limit * 2))); do
-    kill -0 "$pid" 2>/dev/null || return 0
-    sleep 0.5
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-}
-
-stop_daemon() {
-  [ -n "$DAEMON_PID" ] || return 0
-  if [ "$KEEP" = 1 ]; then
-    echo "private Docker daemon left running: pid $DAEMON_PID, DOCKER_HOST=$DOCKER_HOST"
-    return 0
-  fi
-  stop_pid "$DAEMON_PID" 60
-  local containerd_pid
-  containerd_pid=$(cat "$DOCKER_STATE/exec/containerd/containerd.pid" 2>/dev/null || true)
-  [ -z "$containerd_pid" ] || stop_pid "$containerd_pid" 20
-  awk -v state="$DOCKER_STATE/" 'index($2, state) == 1 { print $2 }' /proc/mounts |
-    sort -r | while read -r mount; do umount "$mount" 2> /dev/null || true; done
-  DAEMON_PID=""
 }
 
 on_exit() {
@@ -100,10 +73,6 @@ on_exit() {
 trap on_exit EXIT
 trap 'exit 130' INT TERM
 
-daemon_answers() {
-  timeout 15 docker version --format '{{.Server.Version}}' > /dev/null 2>&1
-}
-
 start_daemon() {
   [ "$(id -u)" = 0 ] || fail "no Docker daemon answers, and starting one needs root"
   mkdir -p "$DOCKER_STATE"
@@ -129,24 +98,6 @@ find_compose() {
   else
     return 1
   fi
-}
-
-pip_cert() {
-  local candidate
-  for candidate in "${PIP_CERT:-}" "$(python3 -m pip config get global.cert 2> /dev/null)" \
-    "${REQUESTS_CA_BUNDLE:-}" "${SSL_CERT_FILE:-}" /etc/ssl/certs/ca-certificates.crt; do
-    if [ -n "$candidate" ] && [ -s "$candidate" ]; then
-      echo "$candidate"
-      return
-    fi
-  done
-  : > "$RUN/no-cert.pem"
-  echo "$RUN/no-cert.pem"
-}
-
-pip_index_url() {
-  local url=${PIP_INDEX_URL:-$(python3 -m pip config get global.index-url 2> /dev/null || true)}
-  case $url in http://* | https://*) echo "$url" ;; esac
 }
 
 # ---------------------------------------------------------------------------------------
