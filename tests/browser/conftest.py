@@ -7,15 +7,19 @@ through ``executable_path``: no browser is downloaded.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from aiohttp import web
 from playwright.sync_api import (
     Browser,
     BrowserContext,
@@ -170,3 +174,56 @@ def page(context: BrowserContext) -> Iterator[Page]:
     tab.on("console", on_console)
     yield tab
     assert errors == []
+
+
+@dataclass
+class Hooks:
+    """What a push receiver got: each delivery's ``A2A-Delivery-Id``, in arrival order."""
+
+    url: str = ""
+    ids: list[str] = field(default_factory=list)
+    changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def wait_for(self, holds: Callable[[list[str]], bool], what: str) -> list[str]:
+        """Wait (bounded) until ``holds(ids)``; return the ids."""
+        with self.changed:
+            if not self.changed.wait_for(lambda: holds(self.ids), timeout=WAIT_MS / 1000):
+                pytest.fail(f"never happened: {what} (got {self.ids})")
+            return list(self.ids)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Hooks]:
+    """A push receiver on 127.0.0.1 that answers 200: a small aiohttp app on its own thread's
+    event loop (Playwright's sync API holds this thread's)."""
+    hooks = Hooks()
+
+    async def hook(request: web.Request) -> web.Response:
+        await request.read()
+        with hooks.changed:
+            hooks.ids.append(request.headers["A2A-Delivery-Id"])
+            hooks.changed.notify_all()
+        return web.Response(status=200)
+
+    app = web.Application()
+    app.router.add_post("/hook", hook)
+    runner = web.AppRunner(app, access_log=None)
+
+    async def serve() -> int:
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        port: int = runner.addresses[0][1]
+        return port
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        port = asyncio.run_coroutine_threadsafe(serve(), loop).result(timeout=30)
+        hooks.url = f"http://127.0.0.1:{port}/hook"
+        yield hooks
+    finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=30)
+        loop.close()

@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import ADMIN, ALICE, JSON, Rest
+from tests.browser.conftest import ADMIN, ALICE, JSON, Hooks, Rest
 from tests.support.ports import free_port
 from tests.support.processes import gateway_env, run_cli, start_serve, wait_ready
 
@@ -123,6 +123,39 @@ def test_the_timeline_updates_live_when_a_follow_up_is_sent_from_outside(
     expect(page.locator("#t-artifacts")).to_contain_text("Sunny in Paris")
     expect(page.locator("#reply-form")).to_be_hidden()
     expect(page.locator("#live")).to_have_text("(finished)")
+
+
+def test_the_task_view_shows_push_deliveries_and_redelivers_one_under_its_id(
+    page: Page, gateway: str, rest: Rest, agents: tuple[JSON, JSON], receiver: Hooks
+) -> None:
+    agent = agents[1]
+    task = rest.start(agent)
+    path = f"/v1/a2a/{agent['id']}/tasks/{task['id']}/push-configs"
+    made = rest.call("POST", path, {"url": receiver.url, "token": "receiver-secret"})
+    assert made.status_code == 201, made.text
+    config = made.json()
+    rest.reply(agent, task, "Paris")  # the change the config pushes
+    first = receiver.wait_for(bool, "a first delivery")[0]
+    sign_in(page, gateway)
+    open_task(page, gateway, agent, task)
+    shown = page.locator(f"#push .push-config[data-config-id='{config['id']}']")
+    expect(shown.locator(".title")).to_have_text(receiver.url)
+    expect(shown).to_contain_text("A2A 1.0")
+    row = shown.locator(f"tr[data-delivery-id='{first}']")
+    expect(row.locator("[data-column='state']")).to_have_text("delivered")
+    sent_at = row.locator("[data-column='deliveredAt'] time")
+    before = sent_at.get_attribute("datetime")
+    assert before
+    row.locator("button.redeliver").click()
+    ids = receiver.wait_for(lambda ids: ids.count(first) == 2, "the redelivery")
+    assert ids.count(first) == 2  # the same A2A-Delivery-Id, twice
+    expect(sent_at).not_to_have_attribute("datetime", before)
+    expect(row.locator("[data-column='state']")).to_have_text("delivered")
+    listed = rest.call("GET", f"{path}/{config['id']}/deliveries").json()["deliveries"]
+    again = next(d for d in listed if d["id"] == first)
+    assert again["state"] == "delivered"
+    expect(sent_at).to_have_attribute("datetime", again["deliveredAt"])
+    expect(page.locator("#push .push-error")).to_have_count(0)
     shot = os.environ.get("A2AC_CONSOLE_SCREENSHOT")
     if shot:
         page.set_viewport_size({"width": 1000, "height": 1000})

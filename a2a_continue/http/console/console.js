@@ -571,7 +571,7 @@ async function cancelTask() {
   }
 }
 
-// ---- push configs and their deliveries (SPEC §12) ----
+// ---- push configs and their deliveries (SPEC §12, docs/push.md) ----
 
 async function showPushConfigs(base) {
   const box = clear($("push"));
@@ -582,26 +582,52 @@ async function showPushConfigs(base) {
     box.append(el("p", { class: "error push-error" }, describe(error).join(": ")));
     return;
   }
-  const configs = Array.isArray(answer) ? answer : answer.configs || answer.pushConfigs || answer.items || [];
-  if (!configs.length) box.append(el("p", { class: "muted" }, "No push config."));
-  for (const config of configs) {
+  if (!answer.configs.length) box.append(el("p", { class: "muted" }, "No push config."));
+  for (const config of answer.configs) {
     const deliveries = el("div", { class: "scroll" });
-    const button = el("button", { type: "button" }, "Deliveries");
-    button.addEventListener("click", () => showDeliveries(base, config, deliveries, null));
+    const refresh = el("button", { type: "button", class: "link refresh" }, "Refresh deliveries");
+    refresh.addEventListener("click", () => showDeliveries(base, config, deliveries, null));
+    const auth = config.authentication ? `auth ${config.authentication.scheme}` : "no auth";
     box.append(
       el(
         "div",
-        { class: "artifact" },
+        { class: "artifact push-config", dataset: { configId: config.id } },
         el("div", { class: "title mono" }, config.url),
-        el("div", { class: "meta" }, el("span", {}, `A2A ${config.version}`), el("span", { class: "mono" }, config.id), el("span", {}, when(config.createdAt))),
-        button,
+        el(
+          "div",
+          { class: "meta" },
+          el("span", {}, `A2A ${config.version}`),
+          el("span", { class: "mono" }, config.id),
+          el("span", {}, auth),
+          config.hasToken ? el("span", {}, "token") : null,
+          el("span", {}, when(config.createdAt)),
+        ),
         deliveries,
+        refresh,
       ),
     );
+    showDeliveries(base, config, deliveries, null);
   }
 }
 
-async function showDeliveries(base, config, into, cursor) {
+const DELIVERY_COLUMNS = ["id", "seq", "kind", "state", "attempts", "lastStatus", "lastError", "nextAttemptAt", "deliveredAt"];
+const DELIVERY_LABELS = ["Delivery", "Seq", "Kind", "State", "Attempts", "Last status", "Last error", "Next attempt", "Delivered", ""];
+const DELIVERY_TIMES = new Set(["nextAttemptAt", "deliveredAt"]);
+
+function deliveryCell(delivery, column) {
+  const value = delivery[column];
+  if (value === null || value === undefined) return el("td", { dataset: { column } }, "—");
+  if (column === "id") return el("td", { class: "mono", dataset: { column } }, value);
+  if (DELIVERY_TIMES.has(column)) return el("td", { dataset: { column } }, el("time", { datetime: value }, when(value)));
+  if (column === "state") return el("td", { dataset: { column } }, stateBadge(value));
+  return el("td", { dataset: { column } }, String(value));
+}
+
+// One page of a config's deliveries. While the first page shows a pending delivery it is read
+// again, backing off from 0.5 s to 10 s, until each one is settled or the page leaves the task.
+async function showDeliveries(base, config, into, cursor, delay = 500) {
+  const generation = String(Number(into.dataset.generation || 0) + 1);
+  into.dataset.generation = generation;
   const query = new URLSearchParams({ limit: "50" });
   if (cursor) query.set("cursor", cursor);
   const path = `${base}/push-configs/${encodeURIComponent(config.id)}/deliveries`;
@@ -612,26 +638,38 @@ async function showDeliveries(base, config, into, cursor) {
     clear(into).append(el("p", { class: "error" }, describe(error).join(": ")));
     return;
   }
-  const columns = ["id", "seq", "state", "attempts", "lastStatus", "lastError", "nextAttemptAt", "deliveredAt"];
-  const rows = (page.deliveries || []).map((delivery) => {
-    const redo = el("button", { type: "button" }, "Redeliver");
+  if (into.dataset.generation !== generation) return; // a newer read took over
+  const rows = page.deliveries.map((delivery) => {
+    const redo = el("button", { type: "button", class: "redeliver" }, "Redeliver");
     redo.hidden = !["dead", "delivered"].includes(delivery.state);
     redo.addEventListener("click", async () => {
+      hideError();
+      redo.disabled = true;
       try {
-        await api(`${path}/${encodeURIComponent(delivery.id)}/redeliver`, { method: "POST", json: {} });
+        await api(`${path}/${encodeURIComponent(delivery.id)}/redeliver`, { method: "POST" });
         await showDeliveries(base, config, into, null);
       } catch (error) {
         showError(error);
+        redo.disabled = false;
       }
     });
-    return el("tr", {}, columns.map((c) => el("td", {}, delivery[c] === null || delivery[c] === undefined ? "—" : String(delivery[c]))), el("td", {}, redo));
+    const cells = DELIVERY_COLUMNS.map((column) => deliveryCell(delivery, column));
+    return el("tr", { dataset: { deliveryId: delivery.id, state: delivery.state } }, cells, el("td", {}, redo));
   });
-  const table = el("table", { class: "deliveries" }, el("tr", {}, [...columns, ""].map((c) => el("th", {}, c))), rows);
+  const head = el("tr", {}, DELIVERY_LABELS.map((label) => el("th", {}, label)));
+  const table = el("table", { class: "deliveries" }, head, rows);
   clear(into).append(rows.length ? table : el("p", { class: "muted" }, "No delivery yet."));
   if (page.nextCursor) {
     const more = el("button", { type: "button", class: "link" }, "More");
     more.addEventListener("click", () => showDeliveries(base, config, into, page.nextCursor));
     into.append(more);
+  }
+  if (!cursor && page.deliveries.some((delivery) => delivery.state === "pending")) {
+    setTimeout(() => {
+      if (into.dataset.generation === generation && current.base === base) {
+        showDeliveries(base, config, into, null, Math.min(delay * 2, 10000));
+      }
+    }, delay);
   }
 }
 
