@@ -348,7 +348,7 @@ async def test_without_the_accept_header_the_route_answers_the_json_page(
     assert r.json()["nextAfter"] == 2
 
 
-async def test_an_event_written_by_another_gateway_process_reaches_a_stream_within_2_s(
+async def test_an_event_written_by_another_gateway_process_reaches_a_stream_before_any_poll(
     live: Client,
     spawn_gateway: Callable[[], Awaitable[GatewayProcess]],
     session: aiohttp.ClientSession,
@@ -368,8 +368,9 @@ async def test_an_event_written_by_another_gateway_process_reaches_a_stream_with
         await take(received, 1)
         r = await other.call("POST", f"/v1/a2a/{agent}/tasks/T/messages", {"text": "Paris"})
         assert r.status == 200
-        # This gateway polls once a minute: only its LISTEN connection can be this quick.
-        continued = await take(received, 1, within_s=2)
+        # This gateway's first poll comes a minute after it started: an event within 20 s
+        # came through its LISTEN connection (the bound leaves room for a busy machine).
+        continued = await take(received, 1, within_s=20)
         assert (continued[0].event, continued[0].json()["newState"]) == (
             "task_continued",
             "completed",
