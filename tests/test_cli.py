@@ -163,7 +163,7 @@ def test_token_without_a_secret_refuses_and_creates_nothing(tmp_path: Path) -> N
 
 
 def test_console_prints_a_one_time_link_whose_code_is_stored_hashed(database_url: str) -> None:
-    env = clean_env(A2AC_DATABASE_URL=database_url, A2AC_PORT="8123")
+    env = clean_env(A2AC_DATABASE_URL=database_url, A2AC_PORT="8123", **topology_env(database_url))
     done = run_cli("console", env=env)
     assert done.returncode == 0, done.stderr
     link = done.stdout.strip()
@@ -195,7 +195,7 @@ async def test_prune_dry_run_counts_and_prune_deletes_old_terminal_tasks(
             task_id,
             days,
         )
-    env = clean_env(A2AC_DATABASE_URL=database_url)
+    env = clean_env(A2AC_DATABASE_URL=database_url, **topology_env(database_url))
     dry = await asyncio.to_thread(run_cli, "prune", "--older-than", "30", "--dry-run", env=env)
     assert dry.returncode == 0, dry.stderr
     assert "would delete 1 terminal tasks completed over 30 days ago" in dry.stdout

@@ -7,6 +7,7 @@ import asyncio
 import asyncpg
 
 from a2a_continue.runtime.hub import Hub
+from tests.support.database import direct_url
 from tests.support.waiting import eventually
 
 
@@ -14,7 +15,7 @@ async def test_a_channel_notification_wakes_its_callback(
     database_url: str, db: asyncpg.Connection
 ) -> None:
     woken: list[int] = []
-    hub = Hub(database_url)
+    hub = Hub(direct_url(database_url))
     hub.on_channel("a2ac_test_channel", lambda: woken.append(1))
     await hub.start()
     try:

@@ -11,7 +11,7 @@ import pytest
 
 from a2a_continue.runtime.hub import Hub
 from a2a_continue.runtime.interest import SCOPE_SQL
-from tests.support.database import insert_agent, with_application_name
+from tests.support.database import direct_url, insert_agent, with_application_name
 
 
 async def new_task(db: asyncpg.Connection, task_id: str) -> tuple[uuid.UUID, str]:
@@ -33,7 +33,9 @@ async def new_task(db: asyncpg.Connection, task_id: str) -> tuple[uuid.UUID, str
 
 @pytest.fixture
 async def hub(database_url: str) -> AsyncIterator[Hub]:
-    hub = Hub(with_application_name(database_url, "a2ac-poll-test"), poll_s=0.05, listen=False)
+    hub = Hub(
+        with_application_name(direct_url(database_url), "a2ac-poll-test"), poll_s=0.05, listen=False
+    )
     await hub.start()
     try:
         await asyncio.wait_for(hub.connected.wait(), 10)
