@@ -238,7 +238,7 @@ def main() -> None:
     urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
     secret = new_key() + new_key()
     with ExitStack() as stack:
-        url = stack.enter_context(database())
+        url, _ = stack.enter_context(database())
         asyncio.run(migrate_url(url))
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="a2ac-push-bench-")))
         env = {
