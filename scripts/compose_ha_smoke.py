@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -337,14 +338,32 @@ def wait_healthy(service: str, limit_s: float = 120) -> None:
     raise SmokeFailure(f"{service} not healthy again within {limit_s} s")
 
 
+def wait_in_rotation(services: list[str], limit_s: float = 60) -> None:
+    """Until HAProxy has sent a /readyz to each of ``services`` (its checks mark a replica
+    up two seconds after it is healthy)."""
+    seen: set[str] = set()
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        try:
+            with urllib.request.urlopen(BASE + "/readyz", timeout=5) as response:
+                seen.add(response.headers.get("X-Served-By", ""))
+        except OSError:  # a 503 (HTTPError) too
+            pass
+        if seen.issuperset(services):
+            return
+        time.sleep(0.2)
+    raise SmokeFailure(f"HAProxy did not route to {services} within {limit_s} s (saw {seen})")
+
+
 def rolling_restart() -> None:
     for service in REPLICAS:
         began = time.monotonic()
         compose("stop", "--timeout", "30", service)
         compose("start", service)
         wait_healthy(service)
+        wait_in_rotation([service])
         print(
-            f"   {service}: SIGTERM, drained, started, healthy in {time.monotonic() - began:.1f} s"
+            f"   {service}: SIGTERM, drained, started, healthy and in rotation in {time.monotonic() - began:.1f} s"
         )
 
 
@@ -502,6 +521,7 @@ async def proofs() -> None:
 def main() -> int:
     try:
         began = time.monotonic()
+        wait_in_rotation(list(REPLICAS))
         print("== 1. the README walkthrough through HAProxy")
         walkthrough()
         print(f"   ({time.monotonic() - began:.1f} s)")

@@ -110,7 +110,8 @@ fi
 images_present() {
   docker image inspect "$PYTHON_BASE" > /dev/null 2>&1 && docker image inspect "$PG_BASE" > /dev/null 2>&1
 }
-if [ -n "$OWN_DAEMON" ]; then
+# No dockerd on the machine: make compose-smoke (below) installs Debian's docker.io first.
+if [ -n "$OWN_DAEMON" ] && command -v dockerd > /dev/null; then
   if [ ! -S "$DOCKER_STATE/docker.sock" ] || ! DOCKER_HOST=unix://$DOCKER_STATE/docker.sock daemon_answers; then
     start_daemon
   else
