@@ -20,6 +20,25 @@ from a2a_continue.runtime.interest import notify_sql
 SYSTEM_ACTOR = "a2a-continue"
 TERMINAL_SQL = "(" + ", ".join(f"'{s}'" for s in CANONICAL_STATES if s in TERMINAL_STATES) + ")"
 
+# The kinds of event the log holds. The two hot tables have no CHECK constraints (see
+# sql/0011_lean_writes.sql): the functions below refuse any other kind or state before a
+# statement is sent; the statements' own kinds are constants of this list.
+EVENT_TYPES = frozenset(
+    {"task_created", "task_continued", "task_continue_failed", "task_canceled",
+     "task_redirected", "task_updated", "task_watch_failed"}
+)  # fmt: skip
+_STATES = frozenset(CANONICAL_STATES)
+
+
+def _checked(event: str, *states: str | None) -> None:
+    """Refuse an unknown event kind or a state that is not canonical (a bug, not bad input:
+    answers are mapped to canonical states when they are read)."""
+    if event not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {event!r}")
+    for state in states:
+        if state is not None and state not in _STATES:
+            raise ValueError(f"not a canonical task state: {state!r}")
+
 
 def append_events(values: str, rows: str) -> str:
     """SQL appending an event per row of ``rows`` (``values``: task, seq, type, previous and
@@ -48,6 +67,7 @@ async def append_event(
     actor: str, data: dict[str, Any],
 ) -> int:  # fmt: skip
     """Append one event with the task's next sequence number (safe under concurrency)."""
+    _checked(kind, previous_state, new_state)
     seq = await conn.fetchval(APPEND_EVENT, row_id, kind, previous_state, new_state, actor, data)
     if seq is None:
         raise NotFound("the task no longer exists")
@@ -97,6 +117,7 @@ async def record_new_task(
 ) -> str | None:  # fmt: skip
     """Store a task the agent reported for ``owner`` (with ``claim``: claimed for ``claim_s``);
     return its stored state, or None when the task id is recorded for another caller."""
+    _checked("task_created", task.state)
     args = (task.id, task.context_id, task.state, task.status_message, task.artifacts, owner)
     row = await conn.fetchrow(RECORD_NEW_TASK, agent_id, *args, team_id, data, claim, claim_s)
     return None if row is None else str(row["state"])
@@ -150,6 +171,7 @@ async def record_outcome(
 ) -> Record:  # fmt: skip
     """Apply an outcome and append its event in one statement; return the task row (without
     ``whole_row``: its state only)."""
+    _checked(event, state)
     update = (row_id, state, status_message, artifacts, claim)
     if with_event:
         statement = RECORD_OUTCOME if whole_row else RECORD_OUTCOME_STATE
@@ -180,6 +202,7 @@ async def apply_update(
     event: str, previous: str, actor: str, data: dict[str, Any],
 ) -> Record:  # fmt: skip
     """Store a locked task's new status and artifacts with their event; return the row."""
+    _checked(event, previous, state)
     args = (state, status_message, artifacts, event, previous, actor, data)
     row = await conn.fetchrow(APPLY_UPDATE, row_id, *args)
     assert row is not None

@@ -67,6 +67,25 @@ async def test_events_that_change_nothing_enqueue_nothing(db: asyncpg.Connection
     assert await queued(db) == []
 
 
+async def test_a_task_is_pushed_while_it_has_an_enabled_config(db: asyncpg.Connection) -> None:
+    (config,) = await task_with_configs(db, "0.3")
+
+    async def pushed() -> list[int]:
+        await append_event(db, TASK_ROW, "task_updated", "working", "working", "alice", {})
+        rows = await db.fetch("SELECT seq FROM a2a_push_deliveries ORDER BY seq")
+        return [r["seq"] for r in rows]
+
+    assert await pushed() == [2]
+    await db.execute("UPDATE a2a_push_configs SET enabled = false WHERE row_id = $1", config)
+    assert await pushed() == [2]
+    await db.execute("UPDATE a2a_push_configs SET enabled = true WHERE row_id = $1", config)
+    assert await pushed() == [2, 4]
+    await db.execute("DELETE FROM a2a_push_deliveries")
+    await db.execute("DELETE FROM a2a_push_configs WHERE row_id = $1", config)
+    assert await pushed() == []
+    assert await db.fetchval("SELECT push_enabled FROM a2a_tasks WHERE id = $1", TASK_ROW) is False
+
+
 async def test_a_rolled_back_event_leaves_no_delivery(db: asyncpg.Connection) -> None:
     await task_with_configs(db, "0.3")
     tx = db.transaction()

@@ -98,6 +98,10 @@ PLANS: list[tuple[str, str, Args]] = [
     ("idempotency sweep", idempotency_keys.SWEEP, lambda s: (1000,)),
     ("retention batch", retention.PRUNE_BATCH,
      lambda s: (dt.datetime.now(dt.UTC) - dt.timedelta(days=30), 500, 20_000)),
+    # The statement trigger of sql/0011_lean_writes.sql that deletes a deleted task's events
+    # (its transition table `gone` stands in as a subquery of the same shape).
+    ("events of deleted tasks", "DELETE FROM a2a_task_events e WHERE e.task = ANY (ARRAY("
+     "SELECT g.id FROM (SELECT id FROM a2a_tasks WHERE id = $1) g))", lambda s: (s.deep_id,)),
     ("retention dry run", retention.COUNT_DUE,
      lambda s: (dt.datetime.now(dt.UTC) - dt.timedelta(days=30),)),
 ]  # fmt: skip
