@@ -23,8 +23,8 @@ import asyncpg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from a2a_continue.core.claims import CLAIM_TASK  # noqa: E402
-from a2a_continue.core.tasks import RECORD_OUTCOME_STATE, SYSTEM_ACTOR  # noqa: E402
+from a2a_continue.core.claims import FREE_CLAIM  # noqa: E402
+from a2a_continue.core.tasks import outcome_statement  # noqa: E402
 from a2a_continue.runtime.db import _init_connection, migrate_url  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -43,13 +43,13 @@ def backend_cpu(pids: list[int]) -> float:
 async def follow_up(conn: asyncpg.Connection, agent: uuid.UUID, task_id: str) -> None:
     """The two statements of one follow-up, as the gateway sends them."""
     claim = uuid.uuid4()
-    row = await conn.fetchrow(
-        CLAIM_TASK, OWNER, [], False, agent, task_id, claim, None, 30.0, 5.0, SYSTEM_ACTOR
-    )
+    args = (OWNER, [], False, agent, task_id, claim, None, 30.0, 5.0)
+    row = await conn.fetchrow(FREE_CLAIM, *args)
     assert row is not None and row["claimed"], "the task could not be claimed"
     data = {"messageId": str(claim)}
     await conn.execute(
-        RECORD_OUTCOME_STATE, row["row_id"], "input-required", None, None, claim, 1,
+        outcome_statement(conn, whole_row=False), row["row_id"], "input-required", None, None,
+        claim, 1,
         "task_continued", OWNER, data,
     )  # fmt: skip
 

@@ -132,35 +132,67 @@ _COMPLETED_AT = f"""completed_at = CASE WHEN t.state NOT IN {TERMINAL_SQL} AND $
 # Apply an outcome to a task: the new state (NULL keeps it; a terminal state is kept too),
 # the release of the caller's claim ($5), and one event ($7-$9) whose seq comes from the
 # same row update ($6 = 1; 0 when the event is left out). The update changes no indexed
-# column unless the state changes, so it usually stays on the row's page (HOT).
-_OUTCOME_UPDATE = f"""
-prev AS (
-    SELECT id, state FROM a2a_tasks WHERE id = $1 FOR NO KEY UPDATE
-), released AS (
-    DELETE FROM a2a_claims c USING prev WHERE c.task = prev.id AND c.token = $5
-), upd AS (
-    UPDATE a2a_tasks t SET
+# column unless the state changes, so it usually stays on the row's page (HOT). The event's
+# previous state is the row's as the update found it: on PostgreSQL 18 and later the update
+# returns it (`old.state`); before, the statement first locks the row and reads it.
+_OUTCOME_SET = f"""
         state = CASE WHEN $2::text IS NULL OR t.state IN {TERMINAL_SQL} THEN t.state ELSE $2 END,
         status_message = CASE WHEN $2::text IS NULL OR t.state IN {TERMINAL_SQL}
                               THEN t.status_message ELSE $3 END,
         artifacts = CASE WHEN $4::jsonb IS NULL OR t.state IN {TERMINAL_SQL}
                          THEN t.artifacts ELSE $4 END,
-        {_COMPLETED_AT}, updated_at = now(), last_seq = t.last_seq + $6
-    FROM prev WHERE t.id = prev.id RETURNING {TASK_COLUMNS}, prev.state AS previous
+        {_COMPLETED_AT}, updated_at = now(), last_seq = t.last_seq + $6"""
+
+_OUTCOME_UPDATE_LOCKED = f"""
+prev AS (
+    SELECT id, state FROM a2a_tasks WHERE id = $1 FOR NO KEY UPDATE
+), released AS (
+    DELETE FROM a2a_claims c USING prev WHERE c.task = prev.id AND c.token = $5
+), upd AS (
+    UPDATE a2a_tasks t SET {_OUTCOME_SET}
+    FROM prev WHERE t.id = prev.id RETURNING {{columns}}, prev.state AS previous
+)"""
+
+_OUTCOME_UPDATE_RETURNING_OLD = f"""
+released AS (
+    DELETE FROM a2a_claims c WHERE c.task = $1 AND c.token = $5
+), upd AS (
+    UPDATE a2a_tasks t SET {_OUTCOME_SET}
+    WHERE t.id = $1 RETURNING {{columns}}, old.state AS previous
 )"""
 
 _RECORD_OUTCOME = f"""
-WITH {_OUTCOME_UPDATE}, event AS (
+WITH {{update}}, event AS (
     {append_events("row_id, last_seq, $7, previous, state, $8, $9", "upd")}
 )
-SELECT {{columns}}, {notify_sql("upd.row_id")} AS notified FROM upd
+SELECT {{select}}, {notify_sql("upd.row_id")} AS notified FROM upd
 """
-RECORD_OUTCOME = _RECORD_OUTCOME.format(columns="upd.*")
+
 # A follow-up needs only the state it reports back: the row's messages and artifacts stay put.
-RECORD_OUTCOME_STATE = _RECORD_OUTCOME.format(columns="upd.state")
+_STATE_COLUMNS = "t.id AS row_id, t.state, t.last_seq"
+
+
+def _outcome(update: str, whole_row: bool) -> str:
+    columns, select = (TASK_COLUMNS, "upd.*") if whole_row else (_STATE_COLUMNS, "upd.state")
+    return _RECORD_OUTCOME.format(update=update.format(columns=columns), select=select)
+
+
+RECORD_OUTCOME = _outcome(_OUTCOME_UPDATE_LOCKED, whole_row=True)
+RECORD_OUTCOME_STATE = _outcome(_OUTCOME_UPDATE_LOCKED, whole_row=False)
+RECORD_OUTCOME_18 = _outcome(_OUTCOME_UPDATE_RETURNING_OLD, whole_row=True)
+RECORD_OUTCOME_STATE_18 = _outcome(_OUTCOME_UPDATE_RETURNING_OLD, whole_row=False)
 
 # The same outcome without its event: used when the event write itself failed.
-RECORD_OUTCOME_ONLY = f"WITH {_OUTCOME_UPDATE}\nSELECT * FROM upd"
+RECORD_OUTCOME_ONLY = (
+    f"WITH {_OUTCOME_UPDATE_LOCKED.format(columns=TASK_COLUMNS)}\nSELECT * FROM upd"
+)
+
+
+def outcome_statement(conn: Conn, *, whole_row: bool) -> str:
+    """The outcome statement for the server ``conn`` talks to."""
+    if conn.get_server_version() >= (18,):
+        return RECORD_OUTCOME_18 if whole_row else RECORD_OUTCOME_STATE_18
+    return RECORD_OUTCOME if whole_row else RECORD_OUTCOME_STATE
 
 
 async def record_outcome(
@@ -174,7 +206,7 @@ async def record_outcome(
     _checked(event, state)
     update = (row_id, state, status_message, artifacts, claim)
     if with_event:
-        statement = RECORD_OUTCOME if whole_row else RECORD_OUTCOME_STATE
+        statement = outcome_statement(conn, whole_row=whole_row)
         row = await conn.fetchrow(statement, *update, 1, event, actor, data)
     else:
         row = await conn.fetchrow(RECORD_OUTCOME_ONLY, *update, 0)

@@ -9,7 +9,7 @@ import uuid
 import asyncpg
 
 from a2a_continue.core.claims import SWEEP_EXPIRED_CLAIMS
-from a2a_continue.core.tasks import RECORD_OUTCOME_STATE, SYSTEM_ACTOR
+from a2a_continue.core.tasks import SYSTEM_ACTOR, outcome_statement
 from tests.support.agents import events, register_fake, start
 from tests.support.client import Client
 from tests.support.database import TASKS_WITH_CLAIMS, direct_url, hold_claim, insert_agent
@@ -54,9 +54,10 @@ async def test_an_outcome_that_keeps_the_state_updates_the_task_row_in_place(
 ) -> None:
     row_id = await claimed_task(db)
     claim = await hold_claim(db)
+    statement = outcome_statement(db, whole_row=False)
     async with db.transaction():
         await db.execute(
-            RECORD_OUTCOME_STATE, row_id, "input-required", None, None, claim, 1,
+            statement, row_id, "input-required", None, None, claim, 1,
             "task_continued", "alice@example.com", {"messageId": "m"},
         )  # fmt: skip
         counts = await db.fetchrow(

@@ -91,6 +91,8 @@ PLANS: list[tuple[str, str, Args]] = [
     ("hub interest", KEEP_INTEREST, lambda s: (s.waited, uuid.uuid4(), 60.0)),
     ("watcher pick-up", watches.PICK_UP, lambda s: (10, 30.0)),
     ("watcher renew", watches.RENEW, lambda s: (s.waited, [uuid.uuid4()] * len(s.waited), 30.0)),
+    ("free claim", claims.FREE_CLAIM,
+     lambda s: (*s.scope, s.agent, "long", uuid.uuid4(), None, 30.0, 5.0)),
     ("claim", claims.CLAIM_TASK,
      lambda s: (*s.scope, s.agent, "long", uuid.uuid4(), None, 30.0, 5.0, "a2a-continue")),
     ("claims sweep", claims.SWEEP_EXPIRED_CLAIMS, lambda s: ("a2a-continue", 500)),
