@@ -98,19 +98,22 @@ CREATE TRIGGER a2a_push_enqueue AFTER UPDATE OF last_seq ON a2a_tasks
     FOR EACH ROW WHEN (NEW.push_enabled AND NEW.last_seq > OLD.last_seq)
     EXECUTE FUNCTION a2a_push_enqueue();
 
--- ---- 2. Events and claims without a foreign key to their task ----------------------------
--- Every statement that writes an event or a claim takes its task from its own update (or
--- locked read) of the task row: the task exists, and cannot be deleted before that statement
--- commits. The foreign keys' checks were a second lookup of that row on every write; what
--- they still did, deleting a task's events and claims with it, a statement trigger on the
--- rare deletes of tasks does (retention, a deleted agent), by key.
+-- ---- 2. Events, claims and deliveries without a foreign key to their task ---------------
+-- Every statement that writes an event, a claim or a delivery takes its task from its own
+-- update (or locked read) of the task row: the task exists, and cannot be deleted before that
+-- statement commits. The foreign keys' checks were a second lookup of that row on every
+-- write; what they still did, deleting a task's rows with it, a statement trigger on the rare
+-- deletes of tasks does (retention, a deleted agent), by key. (TRUNCATE fires no trigger:
+-- truncate these tables together.)
 ALTER TABLE a2a_task_events DROP CONSTRAINT IF EXISTS a2a_task_events_task_fkey;
 ALTER TABLE a2a_claims DROP CONSTRAINT IF EXISTS a2a_claims_task_fkey;
+ALTER TABLE a2a_push_deliveries DROP CONSTRAINT IF EXISTS a2a_push_deliveries_task_fkey;
 
 CREATE FUNCTION a2a_tasks_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     DELETE FROM a2a_task_events e WHERE e.task = ANY (ARRAY(SELECT g.id FROM gone g));
     DELETE FROM a2a_claims c WHERE c.task = ANY (ARRAY(SELECT g.id FROM gone g));
+    DELETE FROM a2a_push_deliveries d WHERE d.task = ANY (ARRAY(SELECT g.id FROM gone g));
     RETURN NULL;
 END
 $$;

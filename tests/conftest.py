@@ -76,7 +76,9 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
             decoder=msgspec.json.decode,
             schema="pg_catalog",
         )
-    await conn.execute("TRUNCATE a2a_agents, a2a_tasks, a2a_task_events, a2a_claims CASCADE")
+    await conn.execute(
+        "TRUNCATE a2a_agents, a2a_tasks, a2a_task_events, a2a_claims, a2a_push_deliveries CASCADE"
+    )
     await conn.execute("TRUNCATE a2a_idempotency_keys")
     try:
         yield conn

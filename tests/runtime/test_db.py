@@ -253,15 +253,29 @@ async def test_deleting_an_agent_cascades_to_tasks_events_and_claims(
     assert await db.fetchval("SELECT array_agg(task) FROM a2a_claims") == [kept_task]
 
 
-async def test_deleting_tasks_deletes_their_events_and_claims_only(db: asyncpg.Connection) -> None:
+async def test_deleting_tasks_deletes_their_events_claims_and_deliveries_only(
+    db: asyncpg.Connection,
+) -> None:
     agent = await insert_agent(db)
     gone, kept = await insert_task(db, agent, "gone"), await insert_task(db, agent, "kept")
     for task in (gone, kept):
         await insert_event(db, task, 1)
+        config = await db.fetchval(
+            "INSERT INTO a2a_push_configs (task, id, url, version)"
+            " VALUES ($1, 'c', 'http://127.0.0.1:9/h', '0.3') RETURNING row_id",
+            task,
+        )
+        await db.execute(
+            "INSERT INTO a2a_push_deliveries (config, task, seq, kind, snapshot)"
+            " VALUES ($1, $2, 1, 'task', '{}')",
+            config,
+            task,
+        )
     await hold_claim(db)
     await db.execute("DELETE FROM a2a_tasks WHERE id = $1", gone)
-    assert await db.fetchval("SELECT array_agg(DISTINCT task) FROM a2a_task_events") == [kept]
-    assert await db.fetchval("SELECT array_agg(task) FROM a2a_claims") == [kept]
+    for table in ("a2a_task_events", "a2a_claims", "a2a_push_deliveries", "a2a_push_configs"):
+        tasks = await db.fetchval(f"SELECT array_agg(DISTINCT task) FROM {table}")
+        assert tasks == [kept], table
 
 
 # ---- held connections: more callers than connections all get one; a failed or ended turn
