@@ -362,9 +362,8 @@ def rolling_restart() -> None:
         compose("start", service)
         wait_healthy(service)
         wait_in_rotation([service])
-        print(
-            f"   {service}: SIGTERM, drained, started, healthy and in rotation in {time.monotonic() - began:.1f} s"
-        )
+        took = time.monotonic() - began
+        print(f"   {service}: SIGTERM, drained, started, healthy and in rotation in {took:.1f} s")
 
 
 def restart_pgbouncer() -> None:
