@@ -761,7 +761,13 @@ async def test_continue_happy_path_takes_two_statements_claim_then_outcome_with_
     settings: Settings, db: asyncpg.Connection, fake_agent: StartFake
 ) -> None:
     queries: list[str] = []
-    app = create_app(settings, on_query=lambda record: queries.append(record.query))
+    # No background statement in the count: the periodic rounds (push dispatch, watch pick-up,
+    # claim sweep, the hub's poll) wait an hour.
+    quiet = msgspec.structs.replace(
+        settings, push_dispatch=False, push_poll_s=3600.0, watch_pickup_s=3600.0,
+        claim_sweep_s=3600.0, stream_poll_s=3600.0, idempotency_sweep_s=3600.0,
+    )  # fmt: skip
+    app = create_app(quiet, on_query=lambda record: queries.append(record.query))
     async with serve_asgi(app) as base, aiohttp.ClientSession() as session:
         client = Client(base, session)
         agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
@@ -775,4 +781,4 @@ async def test_continue_happy_path_takes_two_statements_claim_then_outcome_with_
         counted = list(queries)
 
     assert r.status == 200, r.raw
-    assert len(counted) == 2, counted
+    assert len(counted) == 2, [q[:200] for q in counted]
