@@ -24,7 +24,7 @@ from a2a_continue.core.exchange import (
 from a2a_continue.core.handover import after_send, returns_immediately
 from a2a_continue.core.idempotency import KeyHold
 from a2a_continue.core.models import ContinueBody, Message, check_send_body
-from a2a_continue.core.tasks import record_new_task, record_outcome
+from a2a_continue.core.tasks import record_claimed_outcome, record_new_task, record_outcome
 from a2a_continue.errors import (
     AgentBadAnswer,
     AgentTimeout,
@@ -170,23 +170,23 @@ class FollowUp:
         if answer.error_code is not None:
             data["error"] = {"code": answer.error_code}
         task = answer.answered
+        redirected = task is not None and task.id != self.row["task_id"]
         try:
-            if task is not None and task.id != self.row["task_id"]:
+            if task is not None and redirected:
                 return await self._redirected(task, data)
             return await self._continued(task, data)
         except Exception:
             log.exception("could not store the follow-up to task %s", self.row["row_id"])
-            await self.release()
+            if redirected:
+                await self.release()
+            else:
+                # The claim stays: the answer is recorded once the database takes it, and no
+                # other follow-up gets in between.
+                self.gw.in_background(self._record_later(outcome_of(task), data))
             return task.state if task else str(self.row["now"])
 
     async def _continued(self, task: protocol.AgentTask | None, data: dict[str, Any]) -> str:
-        outcome: dict[str, Any] = {"state": None}
-        if task is not None:
-            outcome = {
-                "state": task.state,
-                "status_message": task.status_message,
-                "artifacts": task.artifacts or None,
-            }
+        outcome = outcome_of(task)
 
         async def store(conn: Conn, with_event: bool) -> Record:
             return await record_outcome(
@@ -257,6 +257,30 @@ class FollowUp:
             return False
         return True
 
+    async def _record_later(self, outcome: dict[str, Any], data: dict[str, Any]) -> None:
+        """Record an answer whose recording met a database outage, retried (0.25 s, doubling
+        to 5 s) while the claim lives; then the claim is released as any other."""
+        row_id, expires = self.row["row_id"], time.monotonic() + self.claim_ttl()
+        pause = RELEASE_RETRY_S
+        while time.monotonic() + pause < expires:
+            await asyncio.sleep(pause)
+            try:
+                async with self.gw.connection() as conn:
+                    stored = await record_claimed_outcome(
+                        conn, row_id, self.claim, **outcome, event="task_continued",
+                        actor=self.caller.sub, data=data,
+                    )  # fmt: skip
+            except Exception:
+                pause = min(pause * 2, RELEASE_RETRY_MAX_S)
+                continue
+            if stored is None:
+                log.warning("task %s: the claim ended before its answer was recorded", row_id)
+            else:
+                log.info("recorded the follow-up to task %s after a database failure", row_id)
+            return
+        log.warning("task %s: the answer of a follow-up was never recorded", row_id)
+        await self.release()
+
     async def _release_later(self, expires: float) -> None:
         pause = RELEASE_RETRY_S
         while time.monotonic() + pause < expires:
@@ -266,6 +290,17 @@ class FollowUp:
                 return
             pause = min(pause * 2, RELEASE_RETRY_MAX_S)
         log.warning("the claim on task %s was never released; it expires", self.row["row_id"])
+
+
+def outcome_of(task: protocol.AgentTask | None) -> dict[str, Any]:
+    """What an answer changes of the task (nothing but its event without a task)."""
+    if task is None:
+        return {"state": None}
+    return {
+        "state": task.state,
+        "status_message": task.status_message,
+        "artifacts": task.artifacts or None,
+    }
 
 
 async def begin_follow_up(

@@ -182,6 +182,15 @@ RECORD_OUTCOME_STATE = _outcome(_OUTCOME_UPDATE_LOCKED, whole_row=False)
 RECORD_OUTCOME_18 = _outcome(_OUTCOME_UPDATE_RETURNING_OLD, whole_row=True)
 RECORD_OUTCOME_STATE_18 = _outcome(_OUTCOME_UPDATE_RETURNING_OLD, whole_row=False)
 
+# The same outcome, only while the caller's claim ($5) still holds the task: a follow-up whose
+# outcome met a database outage records it later with this (or finds the claim gone).
+_OUTCOME_UPDATE_CLAIMED = _OUTCOME_UPDATE_LOCKED.replace(
+    "WHERE id = $1 FOR NO KEY UPDATE",
+    "WHERE id = $1 AND EXISTS (SELECT 1 FROM a2a_claims h WHERE h.task = $1 AND h.token = $5)\n"
+    "    FOR NO KEY UPDATE",
+)
+RECORD_CLAIMED_OUTCOME = _outcome(_OUTCOME_UPDATE_CLAIMED, whole_row=False)
+
 # The same outcome without its event: used when the event write itself failed.
 RECORD_OUTCOME_ONLY = (
     f"WITH {_OUTCOME_UPDATE_LOCKED.format(columns=TASK_COLUMNS)}\nSELECT * FROM upd"
@@ -213,6 +222,19 @@ async def record_outcome(
     if row is None:
         raise NotFound("the task no longer exists")
     return row
+
+
+async def record_claimed_outcome(
+    conn: Conn, row_id: uuid.UUID, claim: uuid.UUID, *, state: str | None,
+    status_message: dict[str, Any] | None = None, artifacts: list[Any] | None = None,
+    event: str, actor: str, data: dict[str, Any],
+) -> str | None:  # fmt: skip
+    """Apply an outcome with its event if ``claim`` still holds the task; return the state
+    stored, or None when the claim (or the task) is gone and nothing was written."""
+    _checked(event, state)
+    args = (row_id, state, status_message, artifacts, claim, 1, event, actor, data)
+    row = await conn.fetchrow(RECORD_CLAIMED_OUTCOME, *args)
+    return None if row is None else str(row["state"])
 
 
 # Write the new state, status message and artifacts, append the event with the next seq,

@@ -9,7 +9,7 @@ import uuid
 import asyncpg
 
 from a2a_continue.core.claims import SWEEP_EXPIRED_CLAIMS
-from a2a_continue.core.tasks import SYSTEM_ACTOR, outcome_statement
+from a2a_continue.core.tasks import SYSTEM_ACTOR, outcome_statement, record_claimed_outcome
 from tests.support.agents import events, register_fake, start
 from tests.support.client import Client
 from tests.support.database import TASKS_WITH_CLAIMS, direct_url, hold_claim, insert_agent
@@ -172,3 +172,20 @@ async def test_an_expired_claim_the_sweep_releases_while_a_follow_up_waits_is_lo
     assert r.status == 200, r.raw
     logged = await events(client, agent, task["id"])
     assert [e["type"] for e in logged] == ["task_created", "task_continue_failed", "task_continued"]
+
+
+async def test_a_late_outcome_is_recorded_only_while_its_claim_holds_the_task(
+    db: asyncpg.Connection,
+) -> None:
+    row_id = await claimed_task(db)
+    claim = await hold_claim(db)
+    outcome = {"state": "completed", "event": "task_continued", "actor": "a", "data": {}}
+
+    assert await record_claimed_outcome(db, row_id, uuid.uuid4(), **outcome) is None
+    assert await db.fetchval("SELECT state FROM a2a_tasks WHERE id = $1", row_id) == (
+        "input-required"
+    )
+    assert await record_claimed_outcome(db, row_id, claim, **outcome) == "completed"
+    assert await db.fetchval("SELECT count(*) FROM a2a_claims") == 0
+    assert await record_claimed_outcome(db, row_id, claim, **outcome) is None
+    assert await db.fetchval("SELECT count(*) FROM a2a_task_events") == 1

@@ -19,6 +19,7 @@ from tests.support.client import Client, assert_problem
 from tests.support.database import claim_of
 from tests.support.fakes import Flaky, StartFake, rpc_result, task_body
 from tests.support.servers import serve_asgi
+from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
 CLOSED_PORT_URL = "http://127.0.0.1:1/"
@@ -200,3 +201,64 @@ async def test_continue_answers_200_and_stores_state_when_event_write_fails(
         "auth-required",
         "completed",
     )
+
+
+# ---- the outcome itself -------------------------------------------------------------------
+
+
+@pytest.fixture
+async def refusing_outcomes(db: asyncpg.Connection) -> AsyncIterator[None]:
+    """Make every update of a task's state fail (an outcome, with or without its event) until
+    the test drops it."""
+    await db.execute(
+        """
+        CREATE FUNCTION a2ac_test_refuse_outcome() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            RAISE EXCEPTION 'the database refuses outcomes';
+        END $$;
+        CREATE TRIGGER a2ac_test_refuse_outcome BEFORE UPDATE OF state ON a2a_tasks
+            FOR EACH ROW EXECUTE FUNCTION a2ac_test_refuse_outcome();
+        """
+    )
+    try:
+        yield
+    finally:
+        await drop_outcome_refusal(db)
+
+
+async def drop_outcome_refusal(db: asyncpg.Connection) -> None:
+    await db.execute(
+        "DROP TRIGGER IF EXISTS a2ac_test_refuse_outcome ON a2a_tasks;"
+        " DROP FUNCTION IF EXISTS a2ac_test_refuse_outcome();"
+    )
+
+
+async def test_an_answer_whose_recording_fails_is_recorded_once_the_database_takes_it(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake, refusing_outcomes: None
+) -> None:
+    async def two_steps(request: JSON) -> JSON:
+        state = "completed" if request["params"]["message"].get("taskId") else "input-required"
+        return rpc_result(request, task_body("1.0", "T1", state, "C1"))
+
+    agent = await register_fake(client, fake_agent, two_steps)
+    await start(client, agent)  # a new task is an insert: the refusal does not touch it
+
+    r = await client.call("POST", agent.messages("T1"), {"text": "Paris"})
+
+    assert r.status == 200, r.raw
+    assert r.headers["A2A-Task-State"] == "completed"
+    busy = await client.call("POST", agent.messages("T1"), {"text": "again"})
+    assert busy.status == 409, busy.raw  # the claim waits for the answer to be recorded
+    await drop_outcome_refusal(db)
+
+    async def recorded() -> bool:
+        task = (await client.call("GET", agent.task("T1"))).json()
+        return bool(task["state"] == "completed")
+
+    await eventually(recorded, "the answer was recorded after the database took it")
+    logged = await events(client, agent, "T1")
+    assert [(e["seq"], e["type"], e["newState"]) for e in logged] == [
+        (1, "task_created", "input-required"),
+        (2, "task_continued", "completed"),
+    ]
+    assert await claim_of(db, "T1") == (None, None)
