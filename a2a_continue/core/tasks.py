@@ -145,7 +145,7 @@ _OUTCOME_SET = f"""
 
 _OUTCOME_UPDATE_LOCKED = f"""
 prev AS (
-    SELECT id, state FROM a2a_tasks WHERE id = $1 FOR NO KEY UPDATE
+    SELECT id, state FROM a2a_tasks WHERE id = $1{{guard}} FOR NO KEY UPDATE
 ), released AS (
     DELETE FROM a2a_claims c USING prev WHERE c.task = prev.id AND c.token = $5
 ), upd AS (
@@ -172,9 +172,14 @@ SELECT {{select}}, {notify_sql("upd.row_id")} AS notified FROM upd
 _STATE_COLUMNS = "t.id AS row_id, t.state, t.last_seq"
 
 
-def _outcome(update: str, whole_row: bool) -> str:
+# The guard of an outcome recorded late: only while the caller's claim ($5) holds the task.
+_CLAIM_HOLDS = "\n      AND EXISTS (SELECT 1 FROM a2a_claims h WHERE h.task = $1 AND h.token = $5)"
+
+
+def _outcome(update: str, whole_row: bool, guard: str = "") -> str:
     columns, select = (TASK_COLUMNS, "upd.*") if whole_row else (_STATE_COLUMNS, "upd.state")
-    return _RECORD_OUTCOME.format(update=update.format(columns=columns), select=select)
+    statement = update.format(columns=columns, guard=guard)
+    return _RECORD_OUTCOME.format(update=statement, select=select)
 
 
 RECORD_OUTCOME = _outcome(_OUTCOME_UPDATE_LOCKED, whole_row=True)
@@ -182,18 +187,13 @@ RECORD_OUTCOME_STATE = _outcome(_OUTCOME_UPDATE_LOCKED, whole_row=False)
 RECORD_OUTCOME_18 = _outcome(_OUTCOME_UPDATE_RETURNING_OLD, whole_row=True)
 RECORD_OUTCOME_STATE_18 = _outcome(_OUTCOME_UPDATE_RETURNING_OLD, whole_row=False)
 
-# The same outcome, only while the caller's claim ($5) still holds the task: a follow-up whose
+# The same outcome, only while the caller's claim still holds the task: a follow-up whose
 # outcome met a database outage records it later with this (or finds the claim gone).
-_OUTCOME_UPDATE_CLAIMED = _OUTCOME_UPDATE_LOCKED.replace(
-    "WHERE id = $1 FOR NO KEY UPDATE",
-    "WHERE id = $1 AND EXISTS (SELECT 1 FROM a2a_claims h WHERE h.task = $1 AND h.token = $5)\n"
-    "    FOR NO KEY UPDATE",
-)
-RECORD_CLAIMED_OUTCOME = _outcome(_OUTCOME_UPDATE_CLAIMED, whole_row=False)
+RECORD_CLAIMED_OUTCOME = _outcome(_OUTCOME_UPDATE_LOCKED, whole_row=False, guard=_CLAIM_HOLDS)
 
 # The same outcome without its event: used when the event write itself failed.
 RECORD_OUTCOME_ONLY = (
-    f"WITH {_OUTCOME_UPDATE_LOCKED.format(columns=TASK_COLUMNS)}\nSELECT * FROM upd"
+    f"WITH {_OUTCOME_UPDATE_LOCKED.format(columns=TASK_COLUMNS, guard='')}\nSELECT * FROM upd"
 )
 
 
