@@ -32,6 +32,7 @@ from tests.support.agents import (
 from tests.support.client import Client, assert_problem, token
 from tests.support.database import TASKS_WITH_CLAIMS
 from tests.support.fakes import StartFake, WeatherFake, rpc_result, task_body
+from tests.support.queries import quiet, request_statements
 from tests.support.sdk_agent import run_sdk_agent
 from tests.support.servers import serve_asgi
 
@@ -761,13 +762,7 @@ async def test_continue_happy_path_takes_two_statements_claim_then_outcome_with_
     settings: Settings, db: asyncpg.Connection, fake_agent: StartFake
 ) -> None:
     queries: list[str] = []
-    # No background statement in the count: the periodic rounds (push dispatch, watch pick-up,
-    # claim sweep, the hub's poll) wait an hour.
-    quiet = msgspec.structs.replace(
-        settings, push_dispatch=False, push_poll_s=3600.0, watch_pickup_s=3600.0,
-        claim_sweep_s=3600.0, stream_poll_s=3600.0, idempotency_sweep_s=3600.0,
-    )  # fmt: skip
-    app = create_app(quiet, on_query=lambda record: queries.append(record.query))
+    app = create_app(quiet(settings), on_query=lambda record: queries.append(record.query))
     async with serve_asgi(app) as base, aiohttp.ClientSession() as session:
         client = Client(base, session)
         agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
@@ -778,7 +773,7 @@ async def test_continue_happy_path_takes_two_statements_claim_then_outcome_with_
 
         queries.clear()
         r = await client.call("POST", agent.messages(task["id"]), {"text": "Rome"})
-        counted = list(queries)
+        counted = request_statements(queries)
 
     assert r.status == 200, r.raw
     assert len(counted) == 2, [q[:200] for q in counted]

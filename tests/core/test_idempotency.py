@@ -30,6 +30,7 @@ from tests.support.database import TASKS_WITH_CLAIMS
 from tests.support.fakes import HeldAgent, StartFake, WeatherFake, rpc_error, rpc_result, task_body
 from tests.support.metrics import moved, scrape
 from tests.support.processes import GatewayProcess, two_gateways
+from tests.support.queries import quiet, request_statements
 from tests.support.rpc import message_v10
 from tests.support.sdk_agent import run_sdk_agent
 from tests.support.servers import serve_asgi
@@ -951,7 +952,7 @@ async def test_keyed_follow_up_costs_one_statement_more_than_unkeyed(
     settings: Settings, db: asyncpg.Connection, fake_agent: StartFake
 ) -> None:
     queries: list[str] = []
-    app = create_app(settings, on_query=lambda record: queries.append(record.query))
+    app = create_app(quiet(settings), on_query=lambda record: queries.append(record.query))
     async with serve_asgi(app) as base, aiohttp.ClientSession() as http:
         client = Client(base, http)
         agent = await register_fake(client, fake_agent, Scripted(*[asks_again] * 4))
@@ -961,7 +962,7 @@ async def test_keyed_follow_up_costs_one_statement_more_than_unkeyed(
             queries.clear()
             r = await client.call("POST", agent.messages("T1"), {"text": "x"}, headers=headers)
             assert r.status == 200, r.raw
-            counts.append(len(queries))
+            counts.append(len(request_statements(queries)))
 
     unkeyed, keyed_count = counts[2], counts[3]
     assert unkeyed == 2
