@@ -7,7 +7,8 @@ scripts/compose_ha_smoke.sh, every request through HAProxy unless said otherwise
    doing start + follow-up with Idempotency-Key, retrying 503, 502, 504, an in-flight key
    and connection errors: 0 lost, 0 duplicated follow-ups, 0 x 500;
 4. a PgBouncer restart under the same load: 0 x 500, no follow-up recorded twice (one whose
-   answer arrives while the pooler restarts is answered and may go unrecorded: counted);
+   answer arrives while the pooler restarts is answered and may go unrecorded, and a claim
+   whose commit's answer is lost is logged as expired before the retry takes it: counted);
 5. a replica SIGKILLed while it watches tasks: the other one takes them over (and, with
    HA_SMOKE_PUSH=1, their push deliveries).
 
@@ -280,10 +281,12 @@ class Load:
             check(status == 200, f"follow-up of {task}: {status} {data}")
             check(headers.get("A2A-Task-State") == "completed", f"{task}: {headers}")
 
-    async def verify(self, session: aiohttp.ClientSession, strict: bool) -> tuple[int, int]:
+    async def verify(self, session: aiohttp.ClientSession, strict: bool) -> tuple[int, int, int]:
         """No task followed up twice; every one recorded completed when ``strict``. Return
-        the events checked and the follow-ups answered but not recorded."""
-        checked = unrecorded = 0
+        the events checked, the follow-ups answered but not recorded, and the claims taken
+        in the outage but never used (their commit's answer was lost: the retry found the
+        claim, waited for it to expire and took it over, logged as `claim-expired`)."""
+        checked = unrecorded = expired = 0
         for task in self.tasks:
             status, data, _ = await call(
                 session, "GET", f"/v1/a2a/{self.agent}/tasks/{task}/events?after=0&limit=50"
@@ -294,12 +297,18 @@ class Load:
             if kinds == ["task_created"] and not strict:
                 unrecorded += 1
                 continue
+            lost_claim = kinds == ["task_created", "task_continue_failed", "task_continued"]
+            if lost_claim and not strict:
+                reason = data["events"][1]["data"].get("reason")
+                check(reason == "claim-expired", f"task {task}: a follow-up failed ({reason})")
+                expired += 1
+                kinds = ["task_created", "task_continued"]
             check(
                 kinds == ["task_created", "task_continued"],
                 f"task {task}: events {kinds} (a follow-up lost or recorded twice)",
             )
             check(data["events"][-1]["newState"] == "completed", f"{task} not completed")
-        return checked, unrecorded
+        return checked, unrecorded, expired
 
 
 async def under_load(
@@ -319,12 +328,13 @@ async def under_load(
     finally:
         load.stop.set()
     await asyncio.gather(*runners)
-    checked, unrecorded = await load.verify(session, strict)
+    checked, unrecorded, expired = await load.verify(session, strict)
     check(load.figures.statuses.get(500, 0) == 0, "a 500")
     print("   " + load.figures.line(what))
     print(
         f"   {len(load.tasks)} tasks, none followed up twice, {checked} events checked;"
-        f" follow-ups answered but not recorded (their recording met the outage): {unrecorded}"
+        f" follow-ups answered but not recorded (their recording met the outage): {unrecorded};"
+        f" claims lost to the outage, expired and taken over: {expired}"
     )
 
 
