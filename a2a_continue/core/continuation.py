@@ -7,6 +7,7 @@ import logging
 import math
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from a2a_continue.a2a import protocol
@@ -258,12 +259,11 @@ class FollowUp:
         return True
 
     async def _record_later(self, outcome: dict[str, Any], data: dict[str, Any]) -> None:
-        """Record an answer whose recording met a database outage, retried (0.25 s, doubling
-        to 5 s) while the claim lives; then the claim is released as any other."""
-        row_id, expires = self.row["row_id"], time.monotonic() + self.claim_ttl()
-        pause = RELEASE_RETRY_S
-        while time.monotonic() + pause < expires:
-            await asyncio.sleep(pause)
+        """Record an answer whose recording met a database outage, retried while the claim
+        lives; then the claim is released as any other."""
+        row_id = self.row["row_id"]
+
+        async def recorded() -> bool:
             try:
                 async with self.gw.connection() as conn:
                     stored = await record_claimed_outcome(
@@ -271,25 +271,34 @@ class FollowUp:
                         actor=self.caller.sub, data=data,
                     )  # fmt: skip
             except Exception:
-                pause = min(pause * 2, RELEASE_RETRY_MAX_S)
-                continue
+                return False
             if stored is None:
                 log.warning("task %s: the claim ended before its answer was recorded", row_id)
             else:
                 log.info("recorded the follow-up to task %s after a database failure", row_id)
-            return
-        log.warning("task %s: the answer of a follow-up was never recorded", row_id)
-        await self.release()
+            return True
+
+        if not await retried(recorded, time.monotonic() + self.claim_ttl()):
+            log.warning("task %s: the answer of a follow-up was never recorded", row_id)
+            await self.release()
 
     async def _release_later(self, expires: float) -> None:
-        pause = RELEASE_RETRY_S
-        while time.monotonic() + pause < expires:
-            await asyncio.sleep(pause)
-            if await self._released():
-                log.info("released the claim on task %s", self.row["row_id"])
-                return
-            pause = min(pause * 2, RELEASE_RETRY_MAX_S)
-        log.warning("the claim on task %s was never released; it expires", self.row["row_id"])
+        if await retried(self._released, expires):
+            log.info("released the claim on task %s", self.row["row_id"])
+        else:
+            log.warning("the claim on task %s was never released; it expires", self.row["row_id"])
+
+
+async def retried(attempt: Callable[[], Awaitable[bool]], expires: float) -> bool:
+    """Run ``attempt`` after 0.25 s, then again with the pause doubling up to 5 s, until it
+    returns True (then True) or the next try would pass ``expires`` (then False)."""
+    pause = RELEASE_RETRY_S
+    while time.monotonic() + pause < expires:
+        await asyncio.sleep(pause)
+        if await attempt():
+            return True
+        pause = min(pause * 2, RELEASE_RETRY_MAX_S)
+    return False
 
 
 def outcome_of(task: protocol.AgentTask | None) -> dict[str, Any]:
