@@ -29,16 +29,12 @@ START=$SECONDS
 STEP="start"
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/a2ac-ha-smoke.XXXXXX")
 DAEMON_PID=""
+APT_UPDATED=""
 STACK_UP=""
 COMPOSE=()
 SMOKE=compose-ha-smoke
 # shellcheck source=scripts/compose_common.sh
 source scripts/compose_common.sh
-
-fail() {
-  echo "compose-ha-smoke: $*" >&2
-  exit 1
-}
 
 compose() {
   local limit=$1
@@ -73,23 +69,6 @@ on_exit() {
 trap on_exit EXIT
 trap 'exit 130' INT TERM
 
-start_daemon() {
-  [ "$(id -u)" = 0 ] || fail "no Docker daemon answers, and starting one needs root"
-  mkdir -p "$DOCKER_STATE"
-  export DOCKER_HOST=unix://$DOCKER_STATE/docker.sock
-  setsid dockerd --storage-driver=vfs --iptables=false --ip6tables=false --bridge=none \
-    --data-root "$DOCKER_STATE/data" --exec-root "$DOCKER_STATE/exec" \
-    --pidfile "$DOCKER_STATE/dockerd.pid" -H "$DOCKER_HOST" \
-    > "$DOCKER_STATE/dockerd.log" 2>&1 < /dev/null &
-  DAEMON_PID=$!
-  for _ in $(seq 60); do
-    daemon_answers && break
-    sleep 1
-  done
-  daemon_answers || { tail -20 "$DOCKER_STATE/dockerd.log"; fail "the private Docker daemon did not start"; }
-  echo "started a private Docker daemon (pid $DAEMON_PID, state in $DOCKER_STATE)"
-}
-
 find_compose() {
   if timeout 20 docker compose version > /dev/null 2>&1; then
     COMPOSE=(docker compose)
@@ -110,8 +89,7 @@ fi
 images_present() {
   docker image inspect "$PYTHON_BASE" > /dev/null 2>&1 && docker image inspect "$PG_BASE" > /dev/null 2>&1
 }
-# No dockerd on the machine: make compose-smoke (below) installs Debian's docker.io first.
-if [ -n "$OWN_DAEMON" ] && command -v dockerd > /dev/null; then
+if [ -n "$OWN_DAEMON" ]; then
   if [ ! -S "$DOCKER_STATE/docker.sock" ] || ! DOCKER_HOST=unix://$DOCKER_STATE/docker.sock daemon_answers; then
     start_daemon
   else

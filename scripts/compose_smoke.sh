@@ -43,25 +43,6 @@ SMOKE=compose-smoke
 source scripts/compose_common.sh
 BUILDERS=()
 
-fail() {
-  echo "compose-smoke: $*" >&2
-  exit 1
-}
-
-# Run "$@" every second until it succeeds, for at most $1 seconds.
-wait_for() {
-  local limit=$1 what=$2
-  shift 2
-  local end=$((SECONDS + limit))
-  until "$@"; do
-    if ((SECONDS >= end)); then
-      echo "compose-smoke: no $what after $limit s" >&2
-      return 1
-    fi
-    sleep 1
-  done
-}
-
 # compose SECONDS ARGS...: the stack's compose command, bounded in time.
 compose() {
   local limit=$1
@@ -109,39 +90,6 @@ on_exit() {
 }
 trap on_exit EXIT
 trap 'exit 130' INT TERM
-
-apt_install() {
-  [ "$(id -u)" = 0 ] || fail "needs $* (apt-get install $*); run as root to install it"
-  if [ -z "$APT_UPDATED" ]; then
-    timeout 600 apt-get update -qq > "$RUN/apt.log" 2>&1 ||
-      { tail -20 "$RUN/apt.log"; fail "apt-get update failed"; }
-    APT_UPDATED=1
-  fi
-  DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq --no-install-recommends "$@" \
-    > "$RUN/apt.log" 2>&1 || { tail -20 "$RUN/apt.log"; fail "apt-get install $* failed"; }
-}
-
-start_daemon() {
-  command -v dockerd > /dev/null || apt_install docker.io
-  [ "$(id -u)" = 0 ] || fail "no Docker daemon answers, and starting one needs root"
-  mkdir -p "$DOCKER_STATE"
-  export DOCKER_HOST=unix://$DOCKER_STATE/docker.sock
-  # A daemon left by an interrupted run: stop it by its PID and start afresh.
-  local stale
-  stale=$(cat "$DOCKER_STATE/dockerd.pid" 2>/dev/null || true)
-  if [ -n "$stale" ] && tr '\0' ' ' < "/proc/$stale/cmdline" 2>/dev/null | grep -qF "$DOCKER_STATE"; then
-    echo "stopping the private daemon an earlier run left (pid $stale)"
-    stop_pid "$stale" 60
-  fi
-  setsid dockerd --storage-driver=vfs --iptables=false --ip6tables=false --bridge=none \
-    --data-root "$DOCKER_STATE/data" --exec-root "$DOCKER_STATE/exec" \
-    --pidfile "$DOCKER_STATE/dockerd.pid" -H "$DOCKER_HOST" \
-    > "$DOCKER_STATE/dockerd.log" 2>&1 < /dev/null &
-  DAEMON_PID=$!
-  wait_for 60 "answer from the private Docker daemon" daemon_answers ||
-    { tail -20 "$DOCKER_STATE/dockerd.log"; fail "the private Docker daemon did not start"; }
-  echo "started a private Docker daemon (pid $DAEMON_PID, state in $DOCKER_STATE)"
-}
 
 # The Debian mirror apt is configured with (debootstrap must use it), unless given.
 debian_mirror() {
