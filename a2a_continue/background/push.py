@@ -1,7 +1,7 @@
 """The push dispatcher: every process sends the outbox's due deliveries (SPEC §12).
 
-Woken by the outbox's notification through the process's LISTEN hub, and by one fallback
-poll per process. Each round leases up to the free room of due rows (``FOR UPDATE SKIP
+Woken by the outbox's notification through the process's LISTEN hub (sent only once a
+dispatcher has said it has nothing to do), and by one fallback poll per process. Each round leases up to the free room of due rows (``FOR UPDATE SKIP
 LOCKED``), sends each at most once at a time across replicas, and settles it: delivered,
 retried with back-off and jitter, dead after the last attempt, or — on 410 — its config
 disabled. A slow receiver holds one of ``A2AC_PUSH_CONCURRENCY`` slots and nothing else.
@@ -138,8 +138,8 @@ class Dispatcher:
         quiet = QUIET_ROUNDS  # rounds since the last one that had something to do
         while True:
             # After a busy round, look again soon even unwoken (0.1 s, doubling while nothing
-            # turns up, up to the poll): an event whose trigger saw a delivery due did not
-            # notify, and its commit may land just after this process's last look.
+            # turns up, up to the poll): an event recorded while no dispatcher said it waits
+            # did not notify, and its commit may land just after this process's last look.
             wait = self.settings.push_poll_s
             if quiet < QUIET_ROUNDS:
                 wait = min(wait, TAIL_S * 2**quiet)
@@ -167,6 +167,10 @@ class Dispatcher:
             await self._settle_taken(conn)
             rows = []
             if room > 0:
+                rows = await outbox.take_due(conn, self.lease, self.settings.push_lease_s, room)
+            if not (rows or self._sending) and await outbox.sleeping(conn):
+                # Nothing to do: the next enqueue notifies. One that ran before saw nobody
+                # waiting and did not: look once more.
                 rows = await outbox.take_due(conn, self.lease, self.settings.push_lease_s, room)
             now = time.monotonic()
             if now >= self._gauge_at:

@@ -2,7 +2,8 @@
 of the dispatchers (take due rows under a lease, settle each attempt).
 
 Deliveries are enqueued by the statement that appends their event (the trigger of
-``sql/0008_push.sql``); a delivery waits for every earlier pending delivery of its config.
+``sql/0012_push_wake.sql``, which notifies only when a dispatcher said it waits); a delivery
+waits for every earlier pending delivery of its config.
 """
 
 from __future__ import annotations
@@ -227,6 +228,12 @@ UPDATE a2a_push_deliveries d SET state = 'dead', last_error = 'the config was di
 FROM this WHERE d.config = this.config AND d.state = 'pending' AND d.id <> $1
 """
 
+# A dispatcher with nothing to send says it waits (sql/0012_push_wake.sql): the next enqueue
+# notifies. True when this statement set the flag, so the caller looks once more: an enqueue
+# that ran before it saw no one waiting.
+SLEEPING = f"""UPDATE a2a_push_wake SET sleeping = true FROM {_NO_FLUSH}
+WHERE NOT sleeping RETURNING true"""
+
 RELEASE_LEASES = """UPDATE a2a_push_deliveries SET lease_token = NULL, lease_expires_at = NULL
 WHERE lease_token = $1 AND state = 'pending'"""
 
@@ -262,6 +269,11 @@ async def failed(
 async def gone(conn: Conn, row_id: uuid.UUID, lease: uuid.UUID, error: str) -> None:
     """Record a 410: the config is disabled, its pending deliveries dead."""
     await conn.execute(GONE, row_id, lease, error[:500])
+
+
+async def sleeping(conn: Conn) -> bool:
+    """Say this dispatcher waits for a notification; True when nobody had said so yet."""
+    return bool(await conn.fetchval(SLEEPING))
 
 
 async def release_leases(conn: Conn, lease: uuid.UUID) -> None:

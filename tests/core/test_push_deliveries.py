@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import asyncpg
@@ -102,6 +103,46 @@ async def test_only_the_first_pending_delivery_of_a_config_is_due(db: asyncpg.Co
     taken = await outbox.take_due(db, uuid.uuid4(), 30, 10)
     assert [r["seq"] for r in taken] == [2]
     assert await outbox.take_due(db, uuid.uuid4(), 30, 10) == []  # leased: not again
+
+
+async def test_an_enqueue_notifies_only_once_a_dispatcher_said_it_waits(
+    db: asyncpg.Connection, database_url: str
+) -> None:
+    await task_with_configs(db, "0.3")
+    listener = await asyncpg.connect(database_url)
+    heard: list[str] = []
+    marks: asyncio.Queue[str] = asyncio.Queue()
+    await listener.add_listener(outbox.PUSH_CHANNEL, lambda *a: heard.append(a[2]))
+    await listener.add_listener("test_marker", lambda *a: marks.put_nowait(a[3]))
+
+    async def heard_so_far() -> int:
+        # Notifications arrive in commit order: once the marker is heard, every
+        # notification committed before it has been.
+        await db.execute("SELECT pg_notify('test_marker', 'm')")
+        async with asyncio.timeout(10):
+            await marks.get()
+        return len(heard)
+
+    try:
+        await db.execute("UPDATE a2a_push_wake SET sleeping = false")
+        await append_event(db, TASK_ROW, "task_updated", "working", "working", "alice", {})
+        assert await heard_so_far() == 0  # nobody waits: the queue is not even read
+        assert await outbox.sleeping(db) is True  # this dispatcher set the flag
+        assert await outbox.sleeping(db) is False  # already set
+        for _ in range(3):
+            await append_event(db, TASK_ROW, "task_updated", "working", "working", "alice", {})
+        assert await heard_so_far() == 1  # the first enqueue after it, not the ones behind
+    finally:
+        await listener.close()
+    assert await db.fetchval("SELECT sleeping FROM a2a_push_wake") is False
+    assert len(await queued(db)) == 4
+
+
+async def test_an_event_that_enqueues_nothing_leaves_the_flag(db: asyncpg.Connection) -> None:
+    await task_with_configs(db, "1.0")
+    await db.execute("UPDATE a2a_push_wake SET sleeping = true")
+    await append_event(db, TASK_ROW, "task_redirected", None, None, "alice", {})
+    assert await db.fetchval("SELECT sleeping FROM a2a_push_wake") is True
 
 
 async def test_a_lease_that_ran_out_is_taken_again(db: asyncpg.Connection) -> None:
