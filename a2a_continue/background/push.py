@@ -1,10 +1,11 @@
 """The push dispatcher: every process sends the outbox's due deliveries (SPEC §12).
 
 Woken by the outbox's notification through the process's LISTEN hub (sent only once a
-dispatcher has said it has nothing to do), and by one fallback poll per process. Each round leases up to the free room of due rows (``FOR UPDATE SKIP
-LOCKED``), sends each at most once at a time across replicas, and settles it: delivered,
-retried with back-off and jitter, dead after the last attempt, or — on 410 — its config
-disabled. A slow receiver holds one of ``A2AC_PUSH_CONCURRENCY`` slots and nothing else.
+dispatcher has said it has nothing to do), and by one fallback poll per process. Each round
+leases up to the free room of due rows (``FOR UPDATE SKIP LOCKED``), sends each at most once
+at a time across replicas, and settles it: delivered, retried with back-off and jitter, dead
+after the last attempt, or — on 410 — its config disabled. A slow receiver holds one of
+``A2AC_PUSH_CONCURRENCY`` slots and nothing else.
 """
 
 from __future__ import annotations

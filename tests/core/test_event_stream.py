@@ -143,6 +143,7 @@ async def test_the_stream_replays_stored_events_then_follows_new_ones_live(
         assert r.status == 200
         assert r.headers["Content-Type"].startswith("text/event-stream")
         replayed = await take(received, 2)
+        await listening(db)
         await write(db, row, n=9)
         await settle(db, row, "completed")
         tail = await rest(received)
@@ -161,11 +162,15 @@ async def test_resuming_with_last_event_id_gives_no_gap_and_no_duplicate(
     agent, row = await seed(db, count=3)
     async with stream(live, agent) as (_, received):
         first = await take(received, 3)
+    no_interest = "SELECT NOT EXISTS (SELECT 1 FROM a2a_stream_interest)"
+    await eventually(lambda: db.fetchval(no_interest), "the first stream's interest was dropped")
     for n in range(3):
         await write(db, row, n=10 + n)
     headers = {"Last-Event-ID": first[-1].id or ""}
     async with stream(live, agent, "?after=1", headers) as (_, received):
         resumed = await take(received, 3)
+        # Only a notification wakes this stream: write once its interest is recorded.
+        await listening(db)
         await settle(db, row, "failed")
         resumed += await rest(received)
     assert seqs(first) + seqs(resumed) == list(range(1, 8))
@@ -186,6 +191,7 @@ async def test_until_interrupted_closes_at_input_required(
     agent, row = await seed(db)
     async with stream(live, agent, "?until=interrupted") as (_, received):
         await take(received, 1)
+        await listening(db)
         await settle(db, row, "input-required")
         tail = await rest(received)
     assert [e.json()["newState"] for e in tail] == ["input-required"]
@@ -197,6 +203,7 @@ async def test_until_terminal_stays_open_through_input_required(
     agent, row = await seed(db)
     async with stream(live, agent) as (_, received):
         await take(received, 1)
+        await listening(db)
         await settle(db, row, "input-required")
         assert (await take(received, 1))[0].json()["newState"] == "input-required"
         await settle(db, row, "working")
