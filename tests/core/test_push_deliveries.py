@@ -9,6 +9,7 @@ import asyncpg
 
 from a2a_continue.core import push_deliveries as outbox
 from a2a_continue.core.tasks import append_event
+from tests.support.database import direct_url
 
 TASK_ROW = uuid.UUID(int=2)
 
@@ -109,7 +110,7 @@ async def test_an_enqueue_notifies_only_once_a_dispatcher_said_it_waits(
     db: asyncpg.Connection, database_url: str
 ) -> None:
     await task_with_configs(db, "0.3")
-    listener = await asyncpg.connect(database_url)
+    listener = await asyncpg.connect(direct_url(database_url))  # LISTEN needs a session
     heard: list[str] = []
     marks: asyncio.Queue[str] = asyncio.Queue()
     await listener.add_listener(outbox.PUSH_CHANNEL, lambda *a: heard.append(a[2]))
