@@ -181,22 +181,42 @@ _NO_FLUSH = "(SELECT set_config('synchronous_commit', 'off', true)) AS no_flush"
 
 # Take up to $3 due deliveries under a lease ($1 for $2 s): pending, due, not leased (or the
 # lease ran out: its sender died), and first in its config's queue (order per config).
-# SKIP LOCKED: two dispatchers never take the same row.
+# SKIP LOCKED: two dispatchers never take the same row. The heads of the queues are found by
+# walking the queue index one config at a time (each step one descent to the next config's
+# first pending row), so a take reads one row per config with pending deliveries, however
+# many wait behind each: a receiver retried or dead, or a dispatcher behind, with thousands
+# queued costs a take no more than one with a few.
 TAKE_DUE = f"""
-WITH due AS (
-    SELECT d.id FROM a2a_push_deliveries d
-    WHERE d.state = 'pending' AND d.next_attempt_at <= now()
-      AND (d.lease_expires_at IS NULL OR d.lease_expires_at < now())
-      AND NOT EXISTS (
-          SELECT 1 FROM a2a_push_deliveries e
-          WHERE e.config = d.config AND e.state = 'pending' AND (e.seq, e.part) < (d.seq, d.part))
-    ORDER BY d.next_attempt_at LIMIT $3
-    FOR UPDATE OF d SKIP LOCKED
+WITH RECURSIVE head AS (
+    (SELECT d.id, d.config, d.next_attempt_at, d.lease_expires_at
+     FROM a2a_push_deliveries d
+     WHERE d.state = 'pending' ORDER BY d.config, d.seq, d.part LIMIT 1)
+    UNION ALL
+    SELECT n.* FROM head h CROSS JOIN LATERAL (
+        SELECT d.id, d.config, d.next_attempt_at, d.lease_expires_at
+        FROM a2a_push_deliveries d
+        WHERE d.state = 'pending' AND d.config > h.config
+        ORDER BY d.config, d.seq, d.part LIMIT 1
+    ) n
+), pick AS (
+    SELECT h.id FROM head h
+    WHERE h.next_attempt_at <= now()
+      AND (h.lease_expires_at IS NULL OR h.lease_expires_at < now())
+    ORDER BY h.next_attempt_at LIMIT $3
+), due AS (
+    -- Each picked row by its key, checked again as locked: another dispatcher may have
+    -- leased it since.
+    SELECT x.id FROM pick CROSS JOIN LATERAL (
+        SELECT d.id FROM a2a_push_deliveries d
+        WHERE d.id = pick.id AND d.state = 'pending' AND d.next_attempt_at <= now()
+          AND (d.lease_expires_at IS NULL OR d.lease_expires_at < now())
+        FOR UPDATE SKIP LOCKED
+    ) x
 )
 UPDATE a2a_push_deliveries d SET lease_token = $1, attempts = d.attempts + 1,
     lease_expires_at = now() + make_interval(secs => $2)
-FROM due, a2a_push_configs c, a2a_tasks t, {_NO_FLUSH}
-WHERE d.id = due.id AND c.row_id = d.config AND t.id = d.task
+FROM a2a_push_configs c, a2a_tasks t, {_NO_FLUSH}
+WHERE d.id = ANY (ARRAY(SELECT due.id FROM due)) AND c.row_id = d.config AND t.id = d.task
 RETURNING d.id, d.seq, d.kind, d.snapshot, d.attempts, d.config, c.url, c.version,
     c.token_sealed, c.auth_scheme, c.credentials_sealed, t.task_id, t.context_id,
     d.created_at

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import asyncpg
 
@@ -104,6 +105,41 @@ async def test_only_the_first_pending_delivery_of_a_config_is_due(db: asyncpg.Co
     taken = await outbox.take_due(db, uuid.uuid4(), 30, 10)
     assert [r["seq"] for r in taken] == [2]
     assert await outbox.take_due(db, uuid.uuid4(), 30, 10) == []  # leased: not again
+
+
+def rows_read(plan: dict[str, Any], table: str) -> int:
+    """Rows the plan's scans of ``table`` read (returned or filtered out), over their loops."""
+    own = 0
+    if plan.get("Relation Name") == table:
+        seen = plan["Actual Rows"] + plan.get("Rows Removed by Filter", 0)
+        own = round(seen * plan["Actual Loops"])
+    return own + sum(rows_read(child, table) for child in plan.get("Plans", ()))
+
+
+async def test_a_take_reads_the_head_of_each_queue_not_the_rows_behind_it(
+    db: asyncpg.Connection,
+) -> None:
+    configs = await task_with_configs(db, "0.3", "0.3", "0.3")
+    # 3,000 pending deliveries per config, all due: only the first of each may be sent.
+    await db.execute(
+        "INSERT INTO a2a_push_deliveries (config, task, seq, part, kind, snapshot)"
+        " SELECT c, $2, s, 0, 'task', '{}' FROM unnest($1::uuid[]) c, generate_series(2, 3001) s",
+        configs,
+        TASK_ROW,
+    )
+    await db.execute("ANALYZE a2a_push_deliveries")  # as autovacuum would, after such a load
+    explain = db.transaction()
+    await explain.start()
+    try:  # EXPLAIN ANALYZE runs the statement: its leases are rolled back
+        plan = await db.fetchval(
+            f"EXPLAIN (ANALYZE, FORMAT JSON) {outbox.TAKE_DUE}", uuid.uuid4(), 30, 10
+        )
+    finally:
+        await explain.rollback()
+    taken = await outbox.take_due(db, uuid.uuid4(), 30, 10)
+    assert sorted(r["seq"] for r in taken) == [2, 2, 2]
+    read = rows_read(plan[0]["Plan"], "a2a_push_deliveries")
+    assert read <= 4 * len(configs), f"a take read {read} delivery rows to find 3 queue heads"
 
 
 async def test_an_enqueue_notifies_only_once_a_dispatcher_said_it_waits(
