@@ -9,7 +9,9 @@ and notes when each delivery arrived) and this script as the load generator.
   outbox row's time, in PostgreSQL's clock) to the moment the receiver got it (this
   machine's clock, the same one): p50 and p99.
 - Hot path: follow-up throughput at concurrency 16 on tasks with a push config each, next
-  to tasks without (rounds interleaved, best of each): the ratio (target >= x0.90).
+  to tasks without (rounds interleaved, best of each): the ratio (target >= x0.90), and
+  what the best rounds cost per follow-up in CPU: the gateway (its dispatcher included),
+  PostgreSQL and the receiver.
 Usage:
     python bench/push_bench.py [--rate 100] [--seconds 10] [--requests 2000] [--quick]
 """
@@ -23,6 +25,7 @@ import sys
 import tempfile
 import time
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from continue_bench import (
+    cpu_seconds,
     database,
     free_port,
     percentile,
+    postgres_cpu,
     process,
     timed,
     wait_listening,
@@ -150,10 +155,35 @@ async def latency(
     return percentile(waits, 0.50), percentile(waits, 0.99), len(waits)
 
 
+@dataclass(frozen=True)
+class Meters:
+    """Whose CPU a round is charged with: the gateway, PostgreSQL (its postmaster, or None for
+    every PostgreSQL process of the machine) and the webhook receiver."""
+
+    gateway: int
+    postmaster: int | None
+    receiver: int
+
+    def read(self) -> tuple[float, float, float]:
+        return (
+            cpu_seconds(self.gateway),
+            postgres_cpu(self.postmaster),
+            cpu_seconds(self.receiver),
+        )
+
+
+@dataclass
+class Round:
+    """One throughput round: follow-ups per second, and CPU ms per follow-up of each."""
+
+    rps: float
+    cpu: tuple[float, float, float]
+
+
 async def throughput(
-    http: aiohttp.ClientSession, follow: list[str], auth: dict[str, str], n: int
-) -> float:
-    """Follow-ups per second at concurrency 16 (one task per worker)."""
+    http: aiohttp.ClientSession, follow: list[str], auth: dict[str, str], n: int, meters: Meters
+) -> Round:
+    """Follow-ups per second at concurrency 16 (one task per worker), and the CPU they cost."""
 
     async def call(worker: int) -> None:
         async with http.post(follow[worker], data=b'{"text":"x"}', headers=auth) as r:
@@ -162,9 +192,13 @@ async def throughput(
                 raise RuntimeError(f"follow-up: {r.status}")
 
     await timed(min(n // 4, 200), TASKS, call)
+    before = meters.read()
     began = time.perf_counter()
     await timed(n, TASKS, call)
-    return n / (time.perf_counter() - began)
+    rps = n / (time.perf_counter() - began)
+    used = (a - b for a, b in zip(meters.read(), before, strict=True))
+    per = tuple(u * 1000 / n for u in used)
+    return Round(rps, (per[0], per[1], per[2]))
 
 
 async def drained(db_url: str) -> None:
@@ -184,13 +218,18 @@ async def drained(db_url: str) -> None:
 
 
 async def measure(
-    args: argparse.Namespace, urls: dict[str, str], token: str, db: str, with_latency: bool
-) -> dict[str, float]:
+    args: argparse.Namespace,
+    urls: dict[str, str],
+    token: str,
+    db: str,
+    with_latency: bool,
+    meters: Meters,
+) -> dict[str, Any]:
     """The latency (when asked) and the best throughput with and without push configs."""
     hook = urls["hook"] + "/hook"
     auth = {"Authorization": f"Bearer {token}"}
     base = urls["gateway"]
-    found: dict[str, float] = {}
+    found: dict[str, Any] = {}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)) as http:
         reg = {"name": "bench", "endpointUrl": urls["agent"] + "/", "protocolVersion": "1.0"}
         agent = (await _post(http, base + "/v1/a2a/agents", reg, auth))["id"]
@@ -205,13 +244,15 @@ async def measure(
                 http, pushed, auth, urls["hook"], args.rate, args.seconds, db
             )
             found.update(p50=p50, p99=p99, count=count)
-        without, with_push = [], []
+        without: list[Round] = []
+        with_push: list[Round] = []
         for _ in range(ROUNDS):
-            without.append(await throughput(http, plain, auth, args.requests))
-            with_push.append(await throughput(http, pushed, auth, args.requests))
+            without.append(await throughput(http, plain, auth, args.requests, meters))
+            with_push.append(await throughput(http, pushed, auth, args.requests, meters))
             if with_latency:  # deliveries are sent: let this round's reach the receiver
                 await drained(db)
-    found.update(without=max(without), with_push=max(with_push))
+    best = max(without, key=lambda r: r.rps), max(with_push, key=lambda r: r.rps)
+    found.update(without=best[0].rps, with_push=best[1].rps, cpu=(best[0].cpu, best[1].cpu))
     return found
 
 
@@ -238,7 +279,7 @@ def main() -> None:
     urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
     secret = new_key() + new_key()
     with ExitStack() as stack:
-        url, _ = stack.enter_context(database())
+        url, postmaster = stack.enter_context(database())
         asyncio.run(migrate_url(url))
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="a2ac-push-bench-")))
         env = {
@@ -254,7 +295,7 @@ def main() -> None:
         agent = stack.enter_context(
             process([*agent_cmd, "--port", str(ports["agent"])], env, logs / "agent")
         )
-        stack.enter_context(
+        receiver = stack.enter_context(
             process(
                 [sys.executable, __file__, "--role", "receiver", "--port", str(ports["hook"])],
                 env,
@@ -264,20 +305,21 @@ def main() -> None:
         token = mint_token(secret, "bench@example.com", ["*"])
         import uvloop
 
-        def phase(dispatch: bool) -> dict[str, float]:
+        def phase(dispatch: bool) -> dict[str, Any]:
             """Run one gateway (dispatching or not) and measure through it."""
             gateway_env = {**env, "A2AC_PUSH_DISPATCH": "true" if dispatch else "false"}
             name = "gateway" if dispatch else "gateway-no-dispatch"
             with process(
                 [sys.executable, "-m", "a2a_continue", "serve"], gateway_env, logs / name
             ) as gateway:
+                meters = Meters(gateway.pid, postmaster, receiver.pid)
 
-                async def run() -> dict[str, float]:
+                async def run() -> dict[str, Any]:
                     async with aiohttp.ClientSession() as http:
                         await wait_listening(urls["gateway"] + "/healthz", http, gateway)
                         await wait_listening(urls["agent"] + "/", http, agent)
                         await wait_listening(urls["hook"] + "/arrivals", http, agent)
-                    return await measure(args, urls, token, url, with_latency=dispatch)
+                    return await measure(args, urls, token, url, dispatch, meters)
 
                 return uvloop.run(run())
 
@@ -289,8 +331,17 @@ def main() -> None:
             f" push config on every task {sent['with_push']:.0f} req/s vs"
             f" {sent['without']:.0f} without (x{sent['with_push'] / sent['without']:.2f},"
             f" target >= x0.90; outbox enqueue alone, dispatch off:"
-            f" x{enqueued['with_push'] / enqueued['without']:.2f})"
+            f" x{enqueued['with_push'] / enqueued['without']:.2f}); CPU ms per follow-up"
+            f" with / without push: {_cpu(sent['cpu'])}"
         )
+
+
+def _cpu(rounds: tuple[tuple[float, ...], tuple[float, ...]]) -> str:
+    (gw0, db0, rc0), (gw1, db1, rc1) = rounds
+    return (
+        f"gateway {gw1:.3f} / {gw0:.3f}, PostgreSQL {db1:.3f} / {db0:.3f},"
+        f" receiver {rc1:.3f} / {rc0:.3f}"
+    )
 
 
 if __name__ == "__main__":
