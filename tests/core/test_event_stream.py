@@ -357,6 +357,7 @@ async def test_without_the_accept_header_the_route_answers_the_json_page(
 
 async def test_an_event_written_by_another_gateway_process_reaches_a_stream_before_any_poll(
     live: Client,
+    db: asyncpg.Connection,
     spawn_gateway: Callable[[], Awaitable[GatewayProcess]],
     session: aiohttp.ClientSession,
     fake_agent: Any,
@@ -373,6 +374,7 @@ async def test_an_event_written_by_another_gateway_process_reaches_a_stream_befo
     assert (await live.call("POST", f"/v1/a2a/{agent}/messages", {"text": "hi"})).status == 200
     async with stream(live, uuid.UUID(agent)) as (_, received):
         await take(received, 1)
+        await listening(db)
         r = await other.call("POST", f"/v1/a2a/{agent}/tasks/T/messages", {"text": "Paris"})
         assert r.status == 200
         # This gateway's first poll comes a minute after it started: an event within 20 s
