@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
 
 import asyncpg
 
 from a2a_continue.core import push_deliveries as outbox
 from a2a_continue.core.tasks import append_event
 from tests.support.database import direct_url
+from tests.support.plans import rows_read
 
 TASK_ROW = uuid.UUID(int=2)
 
@@ -107,15 +107,6 @@ async def test_only_the_first_pending_delivery_of_a_config_is_due(db: asyncpg.Co
     assert await outbox.take_due(db, uuid.uuid4(), 30, 10) == []  # leased: not again
 
 
-def rows_read(plan: dict[str, Any], table: str) -> int:
-    """Rows the plan's scans of ``table`` read (returned or filtered out), over their loops."""
-    own = 0
-    if plan.get("Relation Name") == table:
-        seen = plan["Actual Rows"] + plan.get("Rows Removed by Filter", 0)
-        own = round(seen * plan["Actual Loops"])
-    return own + sum(rows_read(child, table) for child in plan.get("Plans", ()))
-
-
 async def test_a_take_reads_the_head_of_each_queue_not_the_rows_behind_it(
     db: asyncpg.Connection,
 ) -> None:
@@ -138,7 +129,7 @@ async def test_a_take_reads_the_head_of_each_queue_not_the_rows_behind_it(
         await explain.rollback()
     taken = await outbox.take_due(db, uuid.uuid4(), 30, 10)
     assert sorted(r["seq"] for r in taken) == [2, 2, 2]
-    read = rows_read(plan[0]["Plan"], "a2a_push_deliveries")
+    read = round(rows_read(plan, {"a2a_push_deliveries"}))
     assert read <= 10 * len(configs), f"a take read {read} delivery rows to find 3 queue heads"
 
 

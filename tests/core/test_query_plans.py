@@ -21,6 +21,7 @@ from a2a_continue.core import claims, idempotency_keys, retention, task_list, ta
 from a2a_continue.core.event_stream import READ_EVENTS, READ_TASK_EVENTS
 from a2a_continue.core.task_reads import LIST_TASKS
 from a2a_continue.runtime.interest import KEEP_INTEREST, POLL
+from tests.support.plans import rows_read
 
 ALICE = "alice@example.com"
 SCANNED = {"a2a_tasks", "a2a_task_events"}
@@ -177,21 +178,6 @@ def literal(value: Any) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-def rows_read(plan: Any) -> int:
-    """The rows of SCANNED an analyzed plan read (kept or filtered out), over all loops."""
-    total = 0
-    if isinstance(plan, dict):
-        if plan.get("Relation Name") in SCANNED and "Actual Rows" in plan:
-            kept = plan["Actual Rows"] + plan.get("Rows Removed by Filter", 0)
-            total += (kept + plan.get("Rows Removed by Index Recheck", 0)) * plan["Actual Loops"]
-        for value in plan.values():
-            total += rows_read(value)
-    elif isinstance(plan, list):
-        for value in plan:
-            total += rows_read(value)
-    return total
-
-
 def seq_scans(plan: Any) -> list[str]:
     """The tables of SCANNED a plan (EXPLAIN JSON) reads sequentially."""
     found = []
@@ -231,7 +217,7 @@ async def test_no_read_route_or_sweep_scans_the_task_tables_sequentially(
             scanned = seq_scans(plan)
             if scanned:
                 failures.append(f"{name} ({kind} plan): Seq Scan on {', '.join(scanned)}")
-            read = rows_read(plan)
+            read = rows_read(plan, SCANNED)
             if read > MAX_ROWS and name not in UNBOUNDED:
                 failures.append(f"{name} ({kind} plan): read {read} rows of the task tables")
     assert failures == []
