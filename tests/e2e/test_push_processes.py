@@ -26,6 +26,8 @@ JSON = dict[str, Any]
 TASKS = 50
 FOLLOW_UPS = 10  # per task: 500 events, 500 deliveries (0.3 configs: one per event)
 KILL_AFTER = 100  # deliveries received before the receiver holds its answers
+LEASE_S = 12
+FRESH_S = 8  # lease left on the held rows of each process when one is killed: room to look
 
 
 async def test_two_processes_deliver_every_event_once_by_id_with_one_killed(
@@ -59,7 +61,11 @@ async def test_two_processes_deliver_every_event_once_by_id_with_one_killed(
         task_id = message.get("taskId") or f"T{next(starts)}"
         return rpc_result(request, task_v10(task_id, "input-required", text=message["messageId"]))
 
-    env = {"A2AC_PUSH_LEASE_S": "4", "A2AC_PUSH_POLL_S": "0.5", "A2AC_PUSH_RETRY_BASE_S": "0.1"}
+    env = {
+        "A2AC_PUSH_LEASE_S": str(LEASE_S),
+        "A2AC_PUSH_POLL_S": "0.5",
+        "A2AC_PUSH_RETRY_BASE_S": "0.1",
+    }
     async with serve_aiohttp(app) as receiver_base:
         a, b = await asyncio.gather(spawn_gateway(**env), spawn_gateway(**env))
         client = Client(b.url, session)
@@ -81,24 +87,33 @@ async def test_two_processes_deliver_every_event_once_by_id_with_one_killed(
         producing = asyncio.gather(*(turns(t) for t in tasks))
         await asyncio.wait_for(enough.wait(), 120)
 
-        async def leased_by_both() -> dict[Any, list[Any]] | None:
+        async def held_by_both(left_s: float = 0) -> dict[Any, list[Any]] | None:
+            """The rows each process has leased and the receiver has not answered (held at
+            the gate or not yet sent), by lease token, when two tokens hold some with
+            ``left_s`` seconds of lease still to run (a row the receiver took may be settled
+            by its sender at any moment, killed or not)."""
             rows = await db.fetch(
                 "SELECT id, lease_token FROM a2a_push_deliveries"
                 " WHERE state = 'pending' AND lease_token IS NOT NULL"
+                " AND lease_expires_at > now() + make_interval(secs => $1)"
+                " AND id <> ALL ($2::uuid[])",
+                left_s,
+                received,
             )
             by: dict[Any, list[Any]] = {}
             for row in rows:
                 by.setdefault(row["lease_token"], []).append(row["id"])
             return by if len(by) == 2 else None
 
-        # Each process leases with its own token: wait until both hold deliveries.
-        await eventually(leased_by_both, "both processes holding deliveries", 60)
+        # Each process leases with its own token: wait until both hold deliveries whose lease
+        # has FRESH_S seconds to run, so that none of the killed process's passes to the
+        # survivor (or times out and goes back to the queue) before the look below.
+        await eventually(lambda: held_by_both(FRESH_S), "both processes holding deliveries", 60)
         a.process.send_signal(signal.SIGKILL)
         await a.process.wait()
-        # What each process still held once one was dead (an answer already on its way back
-        # when the gate closed may have been settled in between; the rows counted are those
-        # the killed process can no longer settle).
-        leased = await leased_by_both() or {}
+        # What each process held once one was dead: the killed process's rows it can no
+        # longer settle, the survivor's it will once the gate opens.
+        leased = await held_by_both()
         gate.set()
         await producing
 
@@ -119,6 +134,7 @@ async def test_two_processes_deliver_every_event_once_by_id_with_one_killed(
     # been attempted again too, had the hold outlasted their lease: at-least-once.)
     attempts = {r["id"]: r["attempts"] for r in await db.fetch(
         "SELECT id, attempts FROM a2a_push_deliveries")}  # fmt: skip
+    assert leased is not None, "the two processes' held rows, once one was dead"
     retaken = [ids for ids in leased.values() if all(attempts[i] >= 2 for i in ids)]
     assert retaken, leased
     # At-least-once: a delivery reaches the receiver more than once only when it was
