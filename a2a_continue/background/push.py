@@ -242,6 +242,12 @@ class Dispatcher:
             )
         except TimeoutError:
             error = f"no answer within {self.settings.push_timeout_s:g} s"
+        except Exception as exc:
+            # Not sent (a header aiohttp refuses to write, from a config made before the
+            # gateway checked them): a failed attempt like any other, so that the delivery
+            # goes dead in the end and the config's later ones go on.
+            error = f"could not be sent: {type(exc).__name__}"
+            log.warning("push delivery %s could not be sent: %s", row["id"], type(exc).__name__)
         try:
             await self._settle(row, status, error, time.monotonic() - started)
         except Exception as exc:

@@ -15,6 +15,7 @@ from a2a_continue.a2a.netguard import normalize_endpoint_url
 from a2a_continue.core.callers import TASK_VISIBLE, Caller
 from a2a_continue.core.models import Base, Out
 from a2a_continue.errors import Invalid, NotFound
+from a2a_continue.limits import header_problem
 from a2a_continue.runtime.db import Conn, Record
 from a2a_continue.runtime.secrets import Sealer
 from a2a_continue.settings import Network
@@ -146,6 +147,21 @@ async def task_row_id(conn: Conn, caller: Caller, agent_id: uuid.UUID, task_id: 
     return row_id
 
 
+def check_secrets(body: PushConfigCreate) -> None:
+    """Refuse a token or credentials that no delivery could send as a header value (422):
+    the receiver would never get a delivery, and the config's later ones would wait behind it."""
+    sent = {"$.token": ("X-A2A-Notification-Token", body.token)}
+    if body.authentication is not None:
+        sent["$.authentication.credentials"] = ("Authorization", body.authentication.credentials)
+    errors = [
+        {"loc": loc, "msg": problem}
+        for loc, (name, value) in sent.items()
+        if value is not None and (problem := header_problem(name, value))
+    ]
+    if errors:
+        raise Invalid(errors)
+
+
 def checked_url(url: str, networks: Sequence[Network]) -> str:
     """A webhook URL passes the agents' address guard (with ``A2AC_PUSH_NETWORKS``); 422."""
     return normalize_endpoint_url(
@@ -168,6 +184,7 @@ async def create_config(
     """Create (or replace, same id) a config of a visible task; ``deliver_task``: its first
     delivery is the task as it stands now. 404 for an invisible task, 422 past the bound."""
     url = checked_url(body.url, networks)
+    check_secrets(body)
     config_id = config_id or str(uuid.uuid4())
     async with conn.transaction():
         task = await task_row_id(conn, caller, agent_id, task_id)

@@ -69,9 +69,10 @@ def shown(config: pc.PushConfigOut, task_id: str, version: str) -> JSON:
 
 
 def check_inline(call: Call, value: object) -> None:
-    """Refuse a send's inline config before the agent is called (shape and address)."""
+    """Refuse a send's inline config before the agent is called (shape, address, secrets)."""
     _, body = read_config(value, call.version, "$.params.configuration")
     pc.checked_url(body.url, call.gw.settings.push_networks)
+    pc.check_secrets(body)
 
 
 async def create_inline(call: Call, task_id: str, value: object, *, deliver_task: bool) -> None:

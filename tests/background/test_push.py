@@ -15,6 +15,8 @@ from aiohttp import web
 
 from a2a_continue.app import create_app
 from a2a_continue.background.push import retry_after_s
+from a2a_continue.core.push_configs import sealed_context
+from a2a_continue.runtime.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings, parse_networks
 from tests.support.client import Client, register
 from tests.support.fakes import Scripted, StartFake, task_v10
@@ -186,6 +188,40 @@ async def test_a_delivery_is_dead_after_the_last_attempt_and_the_next_goes_on(
     rows = await eventually(settled, "one dead delivery and the later ones delivered")
     assert rows[0]["attempts"] == 3 and rows[0]["lastStatus"] == 500
     assert rows[0]["nextAttemptAt"] is None
+
+
+async def test_a_delivery_that_cannot_be_sent_goes_dead_and_the_next_goes_on(
+    settings: Settings,
+    push_client: Client,
+    fake_agent: StartFake,
+    receiver: Receiver,
+    db: asyncpg.Connection,
+) -> None:
+    # A config stored before the gateway checked its token: no header can carry it.
+    answers = (task_v10("T1", "input-required", text="Which day?"), task_v10("T1", "completed"))
+    agent, config = await setup(push_client, fake_agent, receiver, *answers, token="good")
+    row_id = await db.fetchval("SELECT row_id FROM a2a_push_configs")
+    sealer = Sealer(decode_key(settings.encryption_key))
+    sealed = sealer.seal("bad\r\nX-Injected: 1", sealed_context(row_id))
+    await db.execute("UPDATE a2a_push_configs SET token_sealed = $1", sealed)
+    await follow_up(push_client, agent)
+
+    async def dead() -> JSON | None:
+        rows = await deliveries(push_client, agent, "T1", config["id"])
+        return rows[0] if rows and rows[0]["state"] == "dead" else None
+
+    row = await eventually(dead, "the unsendable delivery dead after its attempts")
+    assert row["attempts"] == 3 and row["lastStatus"] is None
+    assert row["lastError"] == "could not be sent: ValueError"
+    assert receiver.got == []
+    # The config's later deliveries are not held behind it (they fail the same way, each).
+    await db.execute(
+        "UPDATE a2a_push_configs SET token_sealed = $1",
+        sealer.seal("good", sealed_context(row_id)),
+    )
+    await follow_up(push_client, agent, "Monday")
+    (got,) = await eventually(lambda: receiver.ok() or None, "the next delivery")
+    assert got.headers["X-A2A-Notification-Token"] == "good"
 
 
 async def test_redeliver_sends_a_dead_delivery_again_under_its_id(

@@ -132,6 +132,23 @@ async def test_a_link_local_webhook_is_invalid_params(
     assert r.json()["error"]["code"] == -32602
 
 
+async def test_a_token_no_header_could_carry_is_invalid_params_before_the_agent_is_called(
+    push_client: Client, fake_agent: StartFake
+) -> None:
+    fake = await fake_agent(Scripted(start=lambda r: task_v10("T1", "input-required")))
+    agent = await register(push_client, fake.url)
+    config = {"url": "http://127.0.0.1:9/hook", "token": "t\nX-Injected: 1"}
+    params = message_v10("weather?")
+    params["configuration"] = {"taskPushNotificationConfig": config}
+    r = await rpc(push_client, agent, "SendMessage", params, version="1.0")
+    assert r.json()["error"]["code"] == -32602
+    assert fake.received == []
+    await start_task(push_client, agent)
+    params = {"taskId": "T1", **config}
+    r = await rpc(push_client, agent, "CreateTaskPushNotificationConfig", params, version="1.0")
+    assert r.json()["error"]["code"] == -32602
+
+
 async def test_an_inline_config_on_a_start_gets_the_task_first(
     push_client: Client, fake_agent: StartFake, receiver: Receiver
 ) -> None:

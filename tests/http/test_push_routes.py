@@ -112,6 +112,26 @@ async def test_a_link_local_webhook_is_refused_with_422(
         assert problem["errors"][0]["loc"] == "$.url"
 
 
+async def test_a_token_or_credentials_no_header_could_carry_are_refused_with_422(
+    push_client: Client, fake_agent: StartFake, db: asyncpg.Connection
+) -> None:
+    agent, task = await task_of(push_client, fake_agent)
+    base = f"/v1/a2a/{agent}/tasks/{task}/push-configs"
+    url = "http://127.0.0.1:9/a"
+    bad = {
+        "$.token": {"url": url, "token": "abc\r\nX-Injected: 1"},
+        "$.authentication.credentials": {
+            "url": url,
+            "authentication": {"scheme": "Basic", "credentials": "dXNlcg==\n"},
+        },
+    }
+    for loc, body in bad.items():
+        problem = assert_problem(await push_client.call("POST", base, body), 422)
+        assert [e["loc"] for e in problem["errors"]] == [loc]
+        assert "X-Injected" not in str(problem) and "dXNlcg" not in str(problem)
+    assert await db.fetchval("SELECT count(*) FROM a2a_push_configs") == 0
+
+
 async def test_a_task_holds_at_most_ten_configs(push_client: Client, fake_agent: StartFake) -> None:
     agent, task = await task_of(push_client, fake_agent)
     for i in range(10):
