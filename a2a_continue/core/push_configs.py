@@ -23,7 +23,7 @@ from a2a_continue.settings import Network
 MAX_CONFIGS = 10
 PUSH_NETWORKS = "A2AC_PUSH_NETWORKS"
 
-ConfigId = Annotated[str, Meta(min_length=1, max_length=200)]
+CONFIG_ID_MAX = 200  # characters of a config id a client chooses (the table checks it too)
 
 
 class Authentication(Base):

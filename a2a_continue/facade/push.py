@@ -54,7 +54,10 @@ def read_config(value: object, version: str, loc: str) -> tuple[str | None, pc.P
                 body["authentication"]["credentials"] = auth["credentials"]
     elif auth is not None:
         raise _bad(f"{loc}.authentication", "must be an object")
-    return _string(value, "id", loc, required=False), pc.decode_config(body, loc)
+    config_id = _string(value, "id", loc, required=False)
+    if config_id is not None and len(config_id) > pc.CONFIG_ID_MAX:
+        raise _bad(f"{loc}.id", f"must be at most {pc.CONFIG_ID_MAX} characters")
+    return config_id, pc.decode_config(body, loc)
 
 
 def shown(config: pc.PushConfigOut, task_id: str, version: str) -> JSON:

@@ -149,6 +149,20 @@ async def test_a_token_no_header_could_carry_is_invalid_params_before_the_agent_
     assert r.json()["error"]["code"] == -32602
 
 
+async def test_a_config_id_past_200_characters_is_invalid_params(
+    push_client: Client, fake_agent: StartFake, db: asyncpg.Connection
+) -> None:
+    agent = await agent_with_task(push_client, fake_agent)
+    params = {"taskId": "T1", "id": "c" * 201, "url": "http://127.0.0.1:9/hook"}
+    r = await rpc(push_client, agent, "CreateTaskPushNotificationConfig", params, version="1.0")
+    error = r.json()["error"]
+    assert error["code"] == -32602 and error["message"].startswith("$.params.id:")
+    assert await db.fetchval("SELECT count(*) FROM a2a_push_configs") == 0
+    params["id"] = "c" * 200
+    assert result(await rpc(push_client, agent, "CreateTaskPushNotificationConfig", params,
+                            version="1.0"))["id"] == "c" * 200  # fmt: skip
+
+
 async def test_an_inline_config_on_a_start_gets_the_task_first(
     push_client: Client, fake_agent: StartFake, receiver: Receiver
 ) -> None:
