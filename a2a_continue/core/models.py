@@ -10,7 +10,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from a2a_continue.errors import Invalid
-from a2a_continue.limits import MAX_JSON_DEPTH, TooDeep, body_nul_path, check_depth
+from a2a_continue.limits import MAX_ID_CHARS, MAX_JSON_DEPTH, TooDeep, body_nul_path, check_depth
 
 
 class Base(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, rename="camel"):
@@ -126,7 +126,8 @@ class Message(Base):
     message_id: str | None = None
     role: str | None = None
     task_id: str | None = None
-    context_id: str | None = None
+    # A start may name a context to join; one the store cannot keep is refused before the call.
+    context_id: Annotated[str, Meta(max_length=MAX_ID_CHARS)] | None = None
     metadata: dict[str, Any] | None = None
     extensions: list[str] | None = None
     reference_task_ids: list[str] | None = None

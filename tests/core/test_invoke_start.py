@@ -174,6 +174,19 @@ async def test_start_rejects_a_task_id_and_points_to_the_continue_route(
     assert await task_count(db) == 0
 
 
+async def test_start_refuses_a_context_id_the_store_cannot_keep_before_the_agent_is_called(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    fake = await fake_agent(answer_task)
+    agent = await register(client, fake.url)
+    message = {"contextId": "c" * 501, "parts": [{"text": "hi"}]}
+    r = await client.call("POST", f"/v1/a2a/{agent}/messages", {"message": message})
+    assert r.status == 422, r.raw
+    assert r.json()["errors"][0]["loc"] == "$.message.contextId"
+    assert fake.received == []
+    assert await task_count(db) == 0
+
+
 async def test_start_rejects_a_team_the_caller_is_not_in(
     client: Client, db: asyncpg.Connection, fake_agent: StartFake
 ) -> None:
