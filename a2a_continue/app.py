@@ -23,6 +23,7 @@ from a2a_continue.http.routes import ApiRoute
 from a2a_continue.http.tokens import TokenVerifier
 from a2a_continue.obs import metrics, telemetry
 from a2a_continue.runtime.call_limits import agent_session
+from a2a_continue.runtime.card_keys import check_supplied
 from a2a_continue.runtime.db import HeldConnections, QueryLogger, create_pool
 from a2a_continue.runtime.gateway import Gateway
 from a2a_continue.runtime.hub import Hub
@@ -60,6 +61,7 @@ def create_app(
     sealer = Sealer(decode_key(settings.encryption_key))
     if settings.push_signing_key:
         load_pem(settings.push_signing_key)  # a key that cannot sign stops the start
+    check_supplied(settings.card_signing_key)
     database_url = settings.database_url
     routes = ROUTES if routes is None else routes
     tokens = TokenVerifier(settings)

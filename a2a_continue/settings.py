@@ -94,6 +94,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     push_poll_s: float = 5.0
     push_signing_key: str = ""
     push_dispatch: bool = True
+    # -- signed agent cards (SPEC §18) --
+    card_signatures: str = "record"
+    card_signing_key: str = ""
 
     # ---- growth: retention (§14) ----
     retention_days: float | None = None
@@ -229,6 +232,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         push_poll_s=_number(env, "A2AC_PUSH_POLL_S", 5.0),
         push_signing_key=env.get("A2AC_PUSH_SIGNING_KEY", ""),
         push_dispatch=_flag(env, "A2AC_PUSH_DISPATCH", True),
+        # -- signed agent cards (SPEC §18) --
+        card_signatures=_choice(env, "A2AC_CARD_SIGNATURES", ("record", "require")),
+        card_signing_key=env.get("A2AC_CARD_SIGNING_KEY", ""),
         # ---- growth: retention (§14) ----
         retention_days=_number(env, "A2AC_RETENTION_DAYS", 0.0) or None,
         retention_sweep_s=_number(env, "A2AC_RETENTION_SWEEP_S", 3600.0),

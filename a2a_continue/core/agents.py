@@ -11,6 +11,7 @@ from msgspec import UNSET
 
 from a2a_continue.a2a.netguard import normalize_endpoint_url
 from a2a_continue.core.callers import AGENT_VISIBLE, Caller
+from a2a_continue.core.card_trust import FetchedCard
 from a2a_continue.core.models import AgentAuth, AgentCreate, AgentList, AgentOut, AgentPatch
 from a2a_continue.core.pagination import cursor_param, encode_cursor, limit_param
 from a2a_continue.errors import Forbidden, Invalid, NotFound
@@ -23,7 +24,8 @@ from a2a_continue.settings import Network
 JSON = dict[str, Any]
 
 AGENT_COLUMNS = """a.id, a.name, a.endpoint_url, a.protocol_version, a.visibility, a.team_id,
-    a.owner, a.auth_type, a.timeout_seconds, a.created_at, a.updated_at, a.capabilities, a.card"""
+    a.owner, a.auth_type, a.timeout_seconds, a.created_at, a.updated_at, a.capabilities, a.card,
+    a.card_url, a.card_keys, a.require_signed_card, a.card_signature"""
 
 
 def agent_out(row: Record) -> AgentOut:
@@ -42,6 +44,10 @@ def agent_out(row: Record) -> AgentOut:
         updated_at=row["updated_at"],
         capabilities=row["capabilities"],
         card=row["card"],
+        card_url=row["card_url"],
+        card_keys=row["card_keys"],
+        require_signed_card=row["require_signed_card"],
+        card_signature=row["card_signature"],
     )
 
 
@@ -77,7 +83,7 @@ async def create_agent(
     body: AgentCreate,
     sealer: Sealer,
     networks: Sequence[Network] = (),
-    card: JSON | None = None,
+    card: FetchedCard | None = None,
 ) -> AgentOut:
     """Register an agent owned by the caller (``body`` complete; ``card`` when it had one)."""
     assert body.name is not None and body.endpoint_url is not None
@@ -88,8 +94,9 @@ async def create_agent(
     row = await conn.fetchrow(
         f"""
         INSERT INTO a2a_agents AS a (id, name, endpoint_url, protocol_version, visibility,
-            team_id, owner, auth_type, auth_sealed, timeout_seconds, capabilities, card)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+            team_id, owner, auth_type, auth_sealed, timeout_seconds, capabilities, card,
+            card_url, card_signature, card_keys, require_signed_card)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
         RETURNING {AGENT_COLUMNS}
         """,
         agent_id,
@@ -103,7 +110,11 @@ async def create_agent(
         seal_auth(sealer, body.auth, agent_id),
         body.timeout_seconds,
         msgspec.to_builtins(body.capabilities),
-        card,
+        None if card is None else card.card,
+        None if card is None else card.url,
+        None if card is None else card.signature,
+        msgspec.to_builtins(body.card_keys),
+        body.require_signed_card,
     )
     assert row is not None
     return agent_out(row)
@@ -168,7 +179,7 @@ async def update_agent(
     patch: AgentPatch,
     sealer: Sealer,
     networks: Sequence[Network] = (),
-    card: JSON | None = None,
+    card: FetchedCard | None = None,
 ) -> AgentOut:
     """Apply a partial update by the owner or an admin (``card``: the refetched card)."""
     async with conn.transaction():
@@ -177,6 +188,7 @@ async def update_agent(
         values.pop("card_url")
         merged = {k: (row[k] if v is UNSET else v) for k, v in values.items() if k != "auth"}
         merged["capabilities"] = msgspec.to_builtins(merged["capabilities"])
+        merged["card_keys"] = msgspec.to_builtins(merged["card_keys"])
         if patch.endpoint_url is not UNSET:
             merged["endpoint_url"] = normalize_endpoint_url(patch.endpoint_url, networks)
         if isinstance(patch.auth, AgentAuth):
@@ -192,6 +204,9 @@ async def update_agent(
                 auth_type = CASE WHEN $8 THEN $9 ELSE a.auth_type END,
                 auth_sealed = CASE WHEN $8 THEN $10 ELSE a.auth_sealed END,
                 card = CASE WHEN $12 THEN $13 ELSE a.card END,
+                card_url = CASE WHEN $12 THEN $14 ELSE a.card_url END,
+                card_signature = CASE WHEN $12 THEN $15 ELSE a.card_signature END,
+                card_keys = $16, require_signed_card = $17,
                 capabilities = $11, updated_at = now()
             WHERE a.id = $1
             RETURNING {AGENT_COLUMNS}, {notify_agent_sql("a.id")} AS notified
@@ -209,7 +224,11 @@ async def update_agent(
             merged["capabilities"],
             # A card describes one endpoint: a new one by hand leaves no card.
             card is not None or merged["endpoint_url"] != row["endpoint_url"],
-            card,
+            None if card is None else card.card,
+            None if card is None else card.url,
+            None if card is None else card.signature,
+            merged["card_keys"],
+            merged["require_signed_card"],
         )
     assert updated is not None
     return agent_out(updated)

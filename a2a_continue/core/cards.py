@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,12 +16,17 @@ from msgspec import UNSET
 
 from a2a_continue.a2a.downstream import auth_headers
 from a2a_continue.a2a.netguard import AddressRefused, check_call_url, refused_reason
+from a2a_continue.core import card_trust
 from a2a_continue.core.agents import visible_agent_row
 from a2a_continue.core.callers import Caller
-from a2a_continue.core.models import AgentAuth, AgentCreate, AgentPatch, Capabilities
+from a2a_continue.core.card_trust import FetchedCard
+from a2a_continue.core.models import AgentAuth, AgentCreate, AgentPatch, Capabilities, CardKeys
 from a2a_continue.errors import Forbidden, Invalid
+from a2a_continue.limits import MAX_JSON_DEPTH, TooDeep, check_depth
 from a2a_continue.runtime.gateway import Gateway
 from a2a_continue.settings import Network
+
+log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 
@@ -39,6 +45,7 @@ class CardFacts:
     name: str | None
     capabilities: Capabilities
     card: JSON
+    url: str
 
 
 def _refuse(msg: str) -> Invalid:
@@ -90,9 +97,13 @@ async def fetch_card(
         # The exception text may carry request details; name only its kind.
         raise _refuse(f"{fetch}: connection failed ({type(exc).__name__})") from None
     try:
+        check_depth(raw)
         return msgspec.json.decode(raw)
     except msgspec.DecodeError:
         raise _refuse(f"the agent card at {url} is not JSON") from None
+    except TooDeep:
+        too_deep = f"the agent card at {url} nests deeper than {MAX_JSON_DEPTH} levels"
+        raise _refuse(too_deep) from None
 
 
 async def _read_capped(response: aiohttp.ClientResponse, fetch: str) -> bytes:
@@ -187,6 +198,7 @@ def read_card(card: Any, card_url: str) -> CardFacts:
         name=name.strip()[:NAME_MAX] or None if isinstance(name, str) else None,
         capabilities=_capabilities(card),
         card=card,
+        url=card_url,
     )
 
 
@@ -201,8 +213,21 @@ def _auth_dict(auth: AgentAuth | None) -> JSON | None:
     return None if auth is None else msgspec.to_builtins(auth)
 
 
-async def resolve_create(gw: Gateway, body: AgentCreate) -> tuple[AgentCreate, JSON | None]:
-    """Complete a registration: from its card when it names ``cardUrl``; return the card too."""
+async def _fetch_checked(
+    gw: Gateway, card_url: str, auth: JSON | None, timeout_s: float, keys: CardKeys | None
+) -> tuple[CardFacts, FetchedCard]:
+    """Fetch and read a card, then check its signatures with the agent's ``cardKeys``."""
+    facts = await load_card(gw, card_url, auth, timeout_s)
+    registered = None if keys is None else msgspec.to_builtins(keys)
+    outcome = await card_trust.check_card(gw, facts.card, facts.url, registered, timeout_s)
+    return facts, FetchedCard(facts.card, facts.url, outcome)
+
+
+async def resolve_create(gw: Gateway, body: AgentCreate) -> tuple[AgentCreate, FetchedCard | None]:
+    """Complete a registration: from its card when it names ``cardUrl`` (its signatures
+    checked, and refused under ``require`` unless verified); return the card too."""
+    keys = card_trust.check_card_keys(body.card_keys, gw.settings.agent_networks)
+    body = msgspec.structs.replace(body, card_keys=keys)
     if body.card_url is None:
         missing = [
             {"loc": f"$.{field}", "msg": "required unless 'cardUrl' is given"}
@@ -218,7 +243,9 @@ async def resolve_create(gw: Gateway, body: AgentCreate) -> tuple[AgentCreate, J
         return body, None
     _refuse_with_card(body.endpoint_url, body.protocol_version)
     timeout = body.timeout_seconds or gw.settings.agent_timeout_s
-    facts = await load_card(gw, body.card_url, _auth_dict(body.auth), timeout)
+    facts, fetched = await _fetch_checked(gw, body.card_url, _auth_dict(body.auth), timeout, keys)
+    must = card_trust.required(gw.settings, body.require_signed_card)
+    card_trust.enforce(fetched.signature, must, "registering this agent")
     name = body.name or facts.name
     if name is None:
         raise Invalid([{"loc": "$.name", "msg": "the agent card names no agent; give a name"}])
@@ -230,7 +257,7 @@ async def resolve_create(gw: Gateway, body: AgentCreate) -> tuple[AgentCreate, J
             protocol_version=facts.protocol_version,
             capabilities=facts.capabilities,
         ),
-        facts.card,
+        fetched,
     )
 
 
@@ -244,10 +271,27 @@ def _refuse_with_card(endpoint_url: object, protocol_version: object) -> None:
         raise Invalid(clash)
 
 
+def _patched_keys(patch: AgentPatch, row: Any) -> tuple[CardKeys | None, bool]:
+    """The ``cardKeys`` and ``requireSignedCard`` a refetched card is checked under."""
+    if isinstance(patch.card_keys, CardKeys) or patch.card_keys is None:
+        keys = patch.card_keys
+    else:
+        keys = None if row["card_keys"] is None else msgspec.convert(row["card_keys"], CardKeys)
+    flag = patch.require_signed_card
+    return keys, (flag if isinstance(flag, bool) else row["require_signed_card"])
+
+
 async def resolve_patch(
     gw: Gateway, caller: Caller, agent_id: uuid.UUID, patch: AgentPatch
-) -> tuple[AgentPatch, JSON | None]:
-    """Refetch the card when a change names ``cardUrl``; return the completed change and card."""
+) -> tuple[AgentPatch, FetchedCard | None]:
+    """Refetch the card when a change names ``cardUrl``; return the completed change and card.
+
+    Under ``require``, a refetched card that is not verified refuses the whole change (422):
+    the stored card and the outcome of its last check stay as they were.
+    """
+    if isinstance(patch.card_keys, CardKeys):
+        keys = card_trust.check_card_keys(patch.card_keys, gw.settings.agent_networks)
+        patch = msgspec.structs.replace(patch, card_keys=keys)
     if patch.card_url is UNSET:
         return patch, None
     _refuse_with_card(patch.endpoint_url, patch.protocol_version)
@@ -263,7 +307,17 @@ async def resolve_patch(
         auth = opened if isinstance(opened, dict) else None
     timeout = patch.timeout_seconds if isinstance(patch.timeout_seconds, float) else None
     timeout = timeout or row["timeout_seconds"] or gw.settings.agent_timeout_s
-    facts = await load_card(gw, patch.card_url, auth, timeout)
+    keys, flag = _patched_keys(patch, row)
+    facts, fetched = await _fetch_checked(gw, patch.card_url, auth, timeout, keys)
+    outcome = fetched.signature
+    if card_trust.required(gw.settings, flag) and outcome["status"] != card_trust.VERIFIED:
+        log.warning(
+            "agent %s: the refetched card is %s (%s); the stored card is kept",
+            agent_id,
+            outcome["status"],
+            outcome["reason"] or "no signature",
+        )
+        card_trust.enforce(outcome, True, "refreshing this agent's card")
     changes: dict[str, Any] = {
         "endpoint_url": facts.endpoint_url,
         "protocol_version": facts.protocol_version,
@@ -271,4 +325,4 @@ async def resolve_patch(
     }
     if patch.name is UNSET and facts.name is not None:
         changes["name"] = facts.name
-    return msgspec.structs.replace(patch, **changes), facts.card
+    return msgspec.structs.replace(patch, **changes), fetched

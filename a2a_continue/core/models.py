@@ -50,6 +50,14 @@ class Capabilities(Base):
     push_notifications: bool = False
 
 
+class CardKeys(Base, omit_defaults=True):
+    """Where the keys of an agent's card signatures are (SPEC §18): a JWK set's URL, or the
+    public keys themselves."""
+
+    jwks_url: str | None = None
+    keys: Annotated[list[dict[str, Any]], Meta(min_length=1, max_length=20)] | None = None
+
+
 class AgentCreate(Base):
     """A registration: ``endpointUrl`` + ``protocolVersion`` (+ ``name``), or ``cardUrl``."""
 
@@ -62,6 +70,8 @@ class AgentCreate(Base):
     auth: AgentAuth | None = None
     timeout_seconds: Timeout | None = None
     capabilities: Capabilities = msgspec.field(default_factory=Capabilities)
+    card_keys: CardKeys | None = None
+    require_signed_card: bool = False
 
 
 class AgentPatch(Base):
@@ -74,6 +84,8 @@ class AgentPatch(Base):
     timeout_seconds: Timeout | UnsetType | None = UNSET
     card_url: str | UnsetType = UNSET
     capabilities: Capabilities | UnsetType = UNSET
+    card_keys: CardKeys | UnsetType | None = UNSET
+    require_signed_card: bool | UnsetType = UNSET
 
 
 class AgentOut(Out):
@@ -90,6 +102,11 @@ class AgentOut(Out):
     updated_at: dt.datetime
     capabilities: dict[str, Any] = msgspec.field(default_factory=dict)
     card: dict[str, Any] | None = None
+    card_url: str | None = None
+    card_keys: dict[str, Any] | None = None
+    require_signed_card: bool = False
+    # The outcome of the last check of the card's signatures (SPEC §18); None without a card.
+    card_signature: dict[str, Any] | None = None
 
 
 class AgentList(Out):

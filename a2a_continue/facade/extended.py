@@ -3,16 +3,21 @@ then pointed at the gateway like the public card (SPEC §16)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from a2a_continue.a2a import protocol
 from a2a_continue.a2a.downstream import post_rpc
+from a2a_continue.core import card_trust
 from a2a_continue.core.agents import visible_agent_row
 from a2a_continue.errors import AgentBadAnswer
 from a2a_continue.facade import card
 from a2a_continue.facade.context import Call
 from a2a_continue.facade.errors import UNSUPPORTED_OPERATION, RpcError
 from a2a_continue.facade.methods import AgentRpcError
+from a2a_continue.facade.signed_card import signed
+
+log = logging.getLogger(__name__)
 
 _METHODS = {"1.0": "GetExtendedAgentCard", "0.3": "agent/getAuthenticatedExtendedCard"}
 
@@ -28,7 +33,8 @@ def _request(version: str) -> dict[str, Any]:
 
 async def extended_card(call: Call, params: dict[str, Any]) -> object:
     """GetExtendedAgentCard / agent/getAuthenticatedExtendedCard: -32004 unless the agent's
-    card declares an extended card; then the agent's, rewritten to the gateway."""
+    card declares an extended card; then the agent's (its signatures checked like any card
+    fetched), rewritten to the gateway and signed by it."""
     async with call.gw.connection() as conn:
         row = await visible_agent_row(conn, call.caller, call.agent_id)
     if not card.declares_extended_card(row["card"]):
@@ -47,5 +53,24 @@ async def extended_card(call: Call, params: dict[str, Any]) -> object:
     extended = reply.body.get("result")
     if not isinstance(extended, dict):
         raise AgentBadAnswer("the agent answered its extended card with no card")
+    card_url = row["card_url"] or target.endpoint_url
+    outcome = await card_trust.check_card(
+        call.gw, extended, card_url, row["card_keys"], target.timeout_s
+    )
+    if card_trust.required(settings, row["require_signed_card"]):
+        _refuse_unverified(call, outcome)
     url = card.facade_url(call.base_url, call.agent_id)
-    return card.facade_card(extended, row["name"], url, call.version)
+    rewritten = card.facade_card(extended, row["name"], url, call.version)
+    return await signed(call.gw, rewritten, call.base_url)
+
+
+def _refuse_unverified(call: Call, outcome: dict[str, Any]) -> None:
+    """Under ``require``, an extended card that is not verified is not passed on (502)."""
+    if outcome["status"] == card_trust.VERIFIED:
+        return
+    reason = outcome["reason"] or "no signature"
+    log.warning("agent %s: its extended card is %s (%s)", call.agent_id, outcome["status"], reason)
+    raise AgentBadAnswer(
+        f"the agent's extended card is {outcome['status']} ({reason});"
+        " this agent's cards need a verified signature"
+    )

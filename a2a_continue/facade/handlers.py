@@ -10,6 +10,7 @@ from a2a_continue.facade import keys, rpc
 from a2a_continue.facade.card import card_for
 from a2a_continue.facade.context import Call
 from a2a_continue.facade.errors import INVALID_REQUEST, RpcError
+from a2a_continue.facade.signed_card import signed
 from a2a_continue.http.handlers import agent_id_of, caller_of, gateway_of, json_response, read_body
 
 
@@ -28,11 +29,13 @@ def card_version(request: Request) -> str | None:
 
 
 async def agent_card(request: Request) -> Response:
-    """Serve the agent's card, pointed at the gateway (a public agent's needs no token)."""
+    """Serve the agent's card, pointed at the gateway and signed by it (a public agent's
+    needs no token)."""
     base, version = public_base(request), card_version(request)
-    async with gateway_of(request).connection() as conn:
+    gw = gateway_of(request)
+    async with gw.connection() as conn:
         card = await card_for(conn, caller_of(request), agent_id_of(request), base, version)
-    return json_response(card)
+    return json_response(await signed(gw, card, base))
 
 
 def idempotency_key(request: Request, parsed: rpc.RpcRequest) -> str | None:

@@ -17,6 +17,7 @@ from a2a_continue.http.handlers import (
     json_response,
     read_body,
 )
+from a2a_continue.runtime.card_keys import published_card_keys
 from a2a_continue.runtime.push_keys import published_keys
 
 
@@ -106,9 +107,12 @@ async def redeliver(request: Request) -> Response:
 
 
 async def jwks(request: Request) -> Response:
-    """The public keys push deliveries are signed with (no token)."""
-    async with gateway_of(request).connection() as conn:
-        keys = await published_keys(conn)
-    response = json_response(keys)
+    """The public keys push deliveries and façade cards are signed with (no token)."""
+    gw = gateway_of(request)
+    await gw.card_signer()  # made (or rotated) before it is published
+    async with gw.connection() as conn:
+        keys = (await published_keys(conn))["keys"] + await published_card_keys(conn)
+    unique = list({key["kid"]: key for key in keys}.values())
+    response = json_response({"keys": unique})
     response.headers["Cache-Control"] = "public, max-age=300"
     return response

@@ -69,6 +69,12 @@ PUSH_PENDING = Gauge(
     "a2ac_push_pending", "Push deliveries waiting to be sent", multiprocess_mode="max"
 )
 PUSH_DURATION = Histogram("a2ac_push_delivery_seconds", "Duration of one push delivery attempt")
+# -- signed agent cards (SPEC §18) --
+CARD_SIGNATURE_CHECKS = Counter(
+    "a2ac_card_signature_checks",
+    "Checks of a fetched agent card's signatures: verified, unsigned, invalid",
+    ["outcome"],
+)
 
 UNMATCHED = "unmatched"
 
@@ -109,6 +115,11 @@ def agent_call(method: str, outcome: str, seconds: float) -> None:
     """Count one call to an agent and how long it took."""
     _child(AGENT_CALLS, method, outcome).inc()
     _child(AGENT_DURATION, method).observe(seconds)
+
+
+def card_signature_check(outcome: str) -> None:
+    """Count one check of a fetched card's signatures: verified, unsigned or invalid."""
+    _child(CARD_SIGNATURE_CHECKS, outcome).inc()
 
 
 def followup(outcome: str) -> None:

@@ -13,8 +13,10 @@ import aiohttp
 import asyncpg
 
 from a2a_continue.a2a.downstream import AgentTarget
+from a2a_continue.a2a.key_sets import KeySets
 from a2a_continue.errors import DatabaseUnavailable
 from a2a_continue.runtime.call_limits import AgentSlots
+from a2a_continue.runtime.card_keys import CardSigner, GatewayCardKey, load_card_signer
 from a2a_continue.runtime.db import (
     CLIENT_GRACE_S,
     DB_FAULTS,
@@ -84,6 +86,9 @@ class Gateway:
     targets: dict[tuple[Any, ...], AgentTarget] = field(default_factory=dict)
     held: HeldConnections | None = None
     chores: set[asyncio.Task[None]] = field(default_factory=set)
+    # Signed agent cards (SPEC §18): the JWK sets cards are checked with, the card key.
+    key_sets: KeySets = field(default_factory=KeySets)
+    card_key: GatewayCardKey = field(default_factory=GatewayCardKey)
     slots: AgentSlots = field(init=False)
 
     def __post_init__(self) -> None:
@@ -105,6 +110,15 @@ class Gateway:
             target = target_of(row, self.sealer, self.settings.agent_timeout_s)
             self.targets[key] = target
         return target
+
+    async def card_signer(self) -> CardSigner:
+        """The key the façade signs cards with (loaded, made or rotated once per process)."""
+
+        async def load() -> CardSigner:
+            async with self.connection() as conn:
+                return await load_card_signer(conn, self.sealer, self.settings.card_signing_key)
+
+        return await self.card_key.signer(load)
 
     def connection(self) -> Lent:
         """Lend a pooled connection for an ``async with`` block; a database that cannot be

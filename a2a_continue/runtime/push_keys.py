@@ -53,7 +53,7 @@ PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
 
 
 class SigningKeyError(ValueError):
-    """``A2AC_PUSH_SIGNING_KEY`` is not a PEM EC P-256 or RSA private key."""
+    """A supplied signing key is not a PEM EC P-256 or RSA private key."""
 
 
 def _b64(data: bytes) -> str:
@@ -75,20 +75,21 @@ def public_jwk(key: PrivateKey) -> JSON:
     return {**{m: jwk[m] for m in members}, "kid": kid, "use": "sig", "alg": alg}
 
 
-def load_pem(text: str) -> PrivateKey:
-    """Read a PEM private key (EC P-256 or RSA)."""
+def load_pem(text: str, setting: str = "A2AC_PUSH_SIGNING_KEY") -> PrivateKey:
+    """Read a PEM private key (EC P-256 or RSA); ``setting`` names where it came from."""
     try:
         key = serialization.load_pem_private_key(text.encode(), password=None)
     except (ValueError, TypeError) as exc:
-        raise SigningKeyError(f"A2AC_PUSH_SIGNING_KEY is not a PEM private key ({exc})") from None
+        raise SigningKeyError(f"{setting} is not a PEM private key ({exc})") from None
     if isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1):
         return key
     if isinstance(key, rsa.RSAPrivateKey) and key.key_size >= 2048:
         return key
-    raise SigningKeyError("A2AC_PUSH_SIGNING_KEY must be an EC P-256 or an RSA (>= 2048) key")
+    raise SigningKeyError(f"{setting} must be an EC P-256 or an RSA (>= 2048) key")
 
 
-def _pem(key: PrivateKey) -> str:
+def pem(key: PrivateKey) -> str:
+    """``key`` as unencrypted PKCS#8 PEM (to be sealed before it is stored)."""
     return key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
@@ -138,8 +139,8 @@ async def load_signer(conn: Conn, sealer: Sealer, supplied: str, issuer: str) ->
         row = await conn.fetchrow(SELECT_CURRENT)
         if row is not None:
             try:
-                pem = sealer.open(row["private_key"], _SEAL_CONTEXT)
-                return Signer(load_pem(str(pem)), row["kid"], issuer)
+                text = sealer.open(row["private_key"], _SEAL_CONTEXT)
+                return Signer(load_pem(str(text)), row["kid"], issuer)
             except InvalidTag:
                 # Sealed with another encryption key: that key is lost to us; make a new one.
                 log.warning("the stored push signing key cannot be opened; making a new one")
@@ -151,7 +152,7 @@ async def load_signer(conn: Conn, sealer: Sealer, supplied: str, issuer: str) ->
 
 
 async def _store(conn: Conn, sealer: Sealer, key: PrivateKey, jwk: JSON) -> None:
-    await conn.execute(INSERT_KEY, jwk["kid"], sealer.seal(_pem(key), _SEAL_CONTEXT), jwk)
+    await conn.execute(INSERT_KEY, jwk["kid"], sealer.seal(pem(key), _SEAL_CONTEXT), jwk)
 
 
 async def published_keys(conn: Conn) -> JSON:

@@ -37,6 +37,10 @@ AGENT_KEYS = {
     "createdAt",
     "updatedAt",
     "card",
+    "cardUrl",
+    "cardKeys",
+    "requireSignedCard",
+    "cardSignature",
 }
 
 

@@ -73,7 +73,7 @@ async def test_card_of_an_agent_without_one_is_synthesized_from_its_registration
     assert "127.0.0.1:9/" not in r.raw.decode()
 
 
-async def test_stored_card_is_rewritten_to_the_gateway_without_agent_security_or_signatures(
+async def test_stored_card_is_rewritten_to_the_gateway_without_agent_security_or_its_signatures(
     client: Client, gateway_url: str, db: asyncpg.Connection
 ) -> None:
     agent_id = await register(client, "http://10.0.0.7:9000/rpc", "1.0")
@@ -83,7 +83,8 @@ async def test_stored_card_is_rewritten_to_the_gateway_without_agent_security_or
     card = (await client.call("GET", card_path(agent_id))).json()
     text = msgspec.json.encode(card).decode()
     assert "10.0.0.7" not in text and "agentKey" not in text
-    assert "signatures" not in card
+    # The agent's own signature no longer matches; only the gateway's are served (SPEC §18).
+    assert AGENT_CARD["signatures"][0] not in card["signatures"]
     assert (card["name"], card["description"], card["version"]) == (
         "Forecaster",
         "Gives the weather.",

@@ -1,0 +1,23 @@
+"""The gateway's signatures on the cards the façade serves (SPEC §18)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from a2a_continue.a2a import card_jws
+from a2a_continue.runtime.gateway import Gateway
+
+JSON = dict[str, Any]
+
+JWKS_PATH = "/.well-known/jwks.json"
+
+
+def jwks_url(base_url: str) -> str:
+    """The gateway's public JWK set, named by the ``jku`` of its card signatures."""
+    return base_url.rstrip("/") + JWKS_PATH
+
+
+async def signed(gw: Gateway, card: JSON, base_url: str) -> JSON:
+    """``card`` signed by the gateway's card key, once per canonical form a client computes."""
+    signer = await gw.card_signer()
+    return card_jws.sign_card(card, signer.key, signer.header(jwks_url(base_url)))
