@@ -41,9 +41,10 @@ PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
 class SignatureProblem(ValueError):
     """A signature that cannot hold; ``reason`` is its SPEC §18 reason."""
 
-    def __init__(self, reason: str, detail: str) -> None:
+    def __init__(self, reason: str, detail: str, kid: str | None = None) -> None:
         super().__init__(detail)
         self.reason = reason
+        self.kid = kid
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,23 +96,26 @@ def read_signature(entry: Any) -> Signature:
     if not isinstance(entry, dict):
         raise SignatureProblem("malformed", "a signature is not an object")
     protected, value = entry.get("protected"), entry.get("signature")
-    if not isinstance(protected, str) or not isinstance(value, str) or not protected:
-        raise SignatureProblem("malformed", "a signature lacks 'protected' or 'signature'")
+    if not isinstance(protected, str) or not protected:
+        raise SignatureProblem("malformed", "a signature has no protected header")
     try:
         header = json.loads(_unb64(protected))
     except (binascii.Error, ValueError):
         raise SignatureProblem("malformed", "a protected header is not base64url JSON") from None
     if not isinstance(header, dict):
         raise SignatureProblem("malformed", "a protected header is not an object")
-    if "crit" in header or header.get("b64", True) is not True:
-        raise SignatureProblem("malformed", "a protected header asks for an extension")
     alg, kid, jku = header.get("alg"), header.get("kid"), header.get("jku")
-    if not isinstance(alg, str) or alg not in ALGORITHMS:
-        raise SignatureProblem("algorithm", f"the algorithm {alg!r} is not allowed")
     if (kid is not None and not isinstance(kid, str)) or (
         jku is not None and not isinstance(jku, str)
     ):
         raise SignatureProblem("malformed", "a protected header's kid or jku is not a string")
+    # The algorithm first: an unsigned `none` JWS has no signature to find missing.
+    if not isinstance(alg, str) or alg not in ALGORITHMS:
+        raise SignatureProblem("algorithm", f"the algorithm {alg!r} is not allowed", kid)
+    if "crit" in header or header.get("b64", True) is not True:
+        raise SignatureProblem("malformed", "a protected header asks for an extension", kid)
+    if not isinstance(value, str) or not value:
+        raise SignatureProblem("malformed", "a signature has no 'signature'", kid)
     return Signature(protected, value, alg, kid, jku)
 
 

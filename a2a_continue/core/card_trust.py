@@ -180,7 +180,7 @@ class _Check:
                 raise SignatureProblem("bad-signature", "no canonical form matches")
             except SignatureProblem as problem:
                 log.info("a card signature does not hold: %s", problem)
-                first = first or (kid, problem.reason)
+                first = first or (kid or problem.kid, problem.reason)
         assert first is not None
         return _outcome(INVALID, *first)
 

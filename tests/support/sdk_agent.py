@@ -38,6 +38,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.types import Message as AsgiMessage
 
 from tests.support.servers import serve_asgi
+from tests.support.signed_cards import CardSigning
 
 _TERMINAL = frozenset(
     {
@@ -216,7 +217,7 @@ class _Recorder:
         await self.app(scope, replay, record)
 
 
-def _card(url: str, streaming: bool = False) -> AgentCard:
+def _card(url: str, streaming: bool = False, extended: bool = False) -> AgentCard:
     return AgentCard(
         name="SDK weather agent",
         description="Asks for a city, then gives a forecast.",
@@ -224,7 +225,9 @@ def _card(url: str, streaming: bool = False) -> AgentCard:
         supported_interfaces=[
             AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
         ],
-        capabilities=AgentCapabilities(streaming=streaming, push_notifications=False),
+        capabilities=AgentCapabilities(
+            streaming=streaming, push_notifications=False, extended_agent_card=extended
+        ),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[
@@ -239,24 +242,32 @@ def _card(url: str, streaming: bool = False) -> AgentCard:
     )
 
 
-def _card_routes(agent: SdkAgent, version: str, streaming: bool) -> list[Route]:
+def _card_routes(
+    agent: SdkAgent,
+    version: str,
+    streaming: bool,
+    signing: CardSigning | None = None,
+    extended: bool = False,
+) -> list[Route]:
     """The SDK's own card route, naming one JSON-RPC interface of ``version`` at the agent.
 
     A 0.3 card is served as an a2a-sdk 0.3 agent publishes it (``url``, ``preferredTransport``),
-    converted from the 1.0 card by the SDK's compat layer.
+    converted from the 1.0 card by the SDK's compat layer. With ``signing``, a 1.0 card is
+    signed by the SDK's signer and the agent's JWK set is served beside it.
     """
 
     def card() -> AgentCard:
-        served = _card(agent.url, streaming)
+        served = _card(agent.url, streaming, extended)
         served.supported_interfaces[0].protocol_version = version
         return served
 
     if version == "1.0":
 
         async def modify(_: AgentCard) -> AgentCard:
-            return card()
+            return card() if signing is None else signing.apply(agent.url, card())
 
-        return create_agent_card_routes(_card("http://127.0.0.1/"), card_modifier=modify)
+        routes = create_agent_card_routes(_card("http://127.0.0.1/"), card_modifier=modify)
+        return routes if signing is None else [*routes, signing.jwks_route()]
 
     async def card_v03(_: Request) -> JSONResponse:
         return JSONResponse(to_compat_agent_card(card()).model_dump(mode="json", exclude_none=True))
@@ -266,13 +277,18 @@ def _card_routes(agent: SdkAgent, version: str, streaming: bool) -> list[Route]:
 
 @contextlib.asynccontextmanager
 async def run_sdk_agent(
-    streaming: bool = False, pause_s: float = 0.0, card: str | None = None
+    streaming: bool = False,
+    pause_s: float = 0.0,
+    card: str | None = None,
+    signing: CardSigning | None = None,
+    extended: bool = False,
 ) -> AsyncIterator[SdkAgent]:
     """Serve the SDK agent on a free local port in the running loop for the block's duration.
 
     ``streaming`` serves the streaming executor with a card that says so (``pause_s`` is its
     pause on the text `slow`); ``card`` ("1.0" or "0.3") also serves its agent card in that
-    version's shape.
+    version's shape, signed as ``signing`` says; ``extended`` declares an extended card too
+    (the SDK's GetExtendedAgentCard, signed the same way).
     """
     agent = SdkAgent(url="")
     executor: AgentExecutor = (
@@ -280,14 +296,22 @@ async def run_sdk_agent(
         if streaming
         else WeatherExecutor(agent.proceed)
     )
+
+    async def extended_card(served: AgentCard, _: ServerCallContext) -> AgentCard:
+        served = _card(agent.url, streaming, extended=True)
+        served.name = "SDK weather agent (extended)"
+        return served if signing is None else signing.apply(agent.url, served)
+
     handler = _Handler(
         agent_executor=executor,
         task_store=InMemoryTaskStore(),
-        agent_card=_card("http://127.0.0.1/", streaming),
+        agent_card=_card("http://127.0.0.1/", streaming, extended),
+        extended_agent_card=_card("http://127.0.0.1/", streaming, True) if extended else None,
+        extended_card_modifier=extended_card if extended else None,
     )
     routes = create_jsonrpc_routes(handler, "/", enable_v0_3_compat=True)
     if card is not None:
-        routes = [*_card_routes(agent, card, streaming), *routes]
+        routes = [*_card_routes(agent, card, streaming, signing, extended), *routes]
     app = Starlette(routes=routes)
     try:
         async with serve_asgi(_Recorder(app, agent), lifespan="off") as base:
