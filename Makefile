@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install run test lint demo bench walkthrough compose-smoke clean test-browser js-clients compose-ha-smoke
+.PHONY: install run test lint demo bench walkthrough compose-smoke clean test-browser js-clients sdk03-client compose-ha-smoke
 
 $(RUN_STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -22,7 +22,7 @@ install: $(RUN_STAMP)
 run: $(RUN_STAMP)
 	$(VENV)/bin/a2a-continue serve
 
-test: $(DEV_STAMP) js-clients
+test: $(DEV_STAMP) js-clients sdk03-client
 	$(PY) -m pytest
 
 lint: $(DEV_STAMP)
@@ -63,6 +63,19 @@ $(JS_STAMP): $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
 	else echo "npm is absent: the JavaScript client tests will be skipped"; fi
 
 js-clients: $(JS_STAMP)
+
+# The official Python A2A SDK of the 0.3 line (its card signature verifier), in a venv of its
+# own beside the tests (it cannot share one with a2a-sdk 1.x); without it those tests are
+# skipped.
+SDK03_DIR := tests/support/sdk03
+SDK03_STAMP := $(SDK03_DIR)/.venv/.installed
+
+$(SDK03_STAMP): $(SDK03_DIR)/requirements.txt
+	test -x $(SDK03_DIR)/.venv/bin/python || python3 -m venv $(SDK03_DIR)/.venv
+	$(SDK03_DIR)/.venv/bin/python -m pip install --quiet -r $(SDK03_DIR)/requirements.txt
+	touch $(SDK03_STAMP)
+
+sdk03-client: $(SDK03_STAMP)
 
 compose-ha-smoke: $(RUN_STAMP)
 	bash scripts/compose_ha_smoke.sh
