@@ -285,3 +285,15 @@ def test_retention_is_off_unless_a2ac_retention_days_is_set() -> None:
     assert (settings.retention_days, settings.retention_batch) == (30.0, 100)
     with pytest.raises(SettingsError, match="A2AC_RETENTION_DAYS"):
         load_settings({"A2AC_RETENTION_DAYS": "0"})
+
+
+def test_card_signatures_are_recorded_by_default_and_required_when_set() -> None:
+    assert load_settings({}).card_signatures == "record"
+    env = {"A2AC_CARD_SIGNATURES": "Require", "A2AC_CARD_SIGNING_KEY": "pem"}
+    read = load_settings(env)
+    assert (read.card_signatures, read.card_signing_key) == ("require", "pem")
+
+
+def test_an_unknown_card_signatures_mode_is_refused_by_name() -> None:
+    with pytest.raises(SettingsError, match="A2AC_CARD_SIGNATURES"):
+        load_settings({"A2AC_CARD_SIGNATURES": "verify"})
