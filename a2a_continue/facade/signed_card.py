@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from a2a_continue.a2a import card_jws
 from a2a_continue.runtime.gateway import Gateway
 
@@ -20,4 +22,12 @@ def jwks_url(base_url: str) -> str:
 async def signed(gw: Gateway, card: JSON, base_url: str) -> JSON:
     """``card`` signed by the gateway's card key, once per canonical form a client computes."""
     signer = await gw.card_signer()
-    return card_jws.sign_card(card, signer.key, signer.header(jwks_url(base_url)))
+    jku = jwks_url(base_url)
+    unsigned = {k: v for k, v in card.items() if k != "signatures"}
+    encoded = msgspec.json.encode(unsigned)
+    signatures = gw.card_key.signed(encoded, signer.kid, jku)
+    if signatures is None:
+        made = card_jws.sign_card(unsigned, signer.key, signer.header(jku))
+        signatures = made.get("signatures", [])
+        gw.card_key.keep(encoded, signer.kid, jku, signatures)
+    return {**unsigned, "signatures": signatures} if signatures else unsigned

@@ -92,12 +92,29 @@ async def published_card_keys(conn: Conn) -> list[JSON]:
     return [row["public_jwk"] for row in await conn.fetch(SELECT_PUBLISHED)]
 
 
+# Signatures kept per process: a card changes seldom, and signing one costs a canonical form
+# and a signature for each of its forms.
+SIGNED_KEPT = 512
+
+
 class GatewayCardKey:
-    """This process's card signer: loaded (or made) once, then kept."""
+    """This process's card signer: loaded (or made) once, then kept; and the signatures it
+    made lately, by the card they sign."""
 
     def __init__(self) -> None:
         self._signer: CardSigner | None = None
         self._lock = asyncio.Lock()
+        self._signed: dict[tuple[bytes, str, str], list[JSON]] = {}
+
+    def signed(self, card: bytes, kid: str, jku: str) -> list[JSON] | None:
+        """The signatures made for ``card`` (its JSON) with ``kid`` and ``jku``, if kept."""
+        return self._signed.get((card, kid, jku))
+
+    def keep(self, card: bytes, kid: str, jku: str, signatures: list[JSON]) -> None:
+        """Keep the signatures of ``card`` (the oldest are dropped past SIGNED_KEPT)."""
+        if len(self._signed) >= SIGNED_KEPT:
+            del self._signed[next(iter(self._signed))]
+        self._signed[card, kid, jku] = signatures
 
     async def signer(self, load: Callable[[], Awaitable[CardSigner]]) -> CardSigner:
         """The signer, calling ``load`` the first time (one caller at a time)."""

@@ -215,3 +215,17 @@ async def test_each_signature_is_the_gateway_key_over_one_canonical_form(
     assert kid in {k["kid"] for k in jwks["keys"]}
     for header in headers_seen:
         assert header == {"alg": "ES256", "kid": kid, "typ": "JOSE", "jku": jwks_url(gateway_url)}
+
+
+async def test_a_card_is_signed_once_and_its_signatures_served_again(
+    client: Client, registered: tuple[SdkAgent, str]
+) -> None:
+    path = f"/a2a/{registered[1]}/.well-known/agent-card.json"
+    first = (await client.call("GET", path)).json()
+    again = (await client.call("GET", path)).json()
+    # ECDSA signatures differ at each signing: the same ones are the kept ones.
+    assert again["signatures"] == first["signatures"]
+    other = (await client.call("GET", path, headers={"A2A-Version": "1.0"})).json()
+    assert not {s["signature"] for s in other["signatures"]} & {
+        s["signature"] for s in first["signatures"]
+    }
