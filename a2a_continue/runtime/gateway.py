@@ -153,6 +153,9 @@ class Lent:
     been cancelled on the server by asyncpg: its connection goes back to the pool in the
     background, which waits for the cancel to land and rolls back (or terminates it), so
     the server stops the statement and the connection is never lent again mid-statement.
+    Any other database fault, a server gone or a connection asyncpg can no longer use (a
+    stopping server's goodbye read between two statements), terminates the connection and
+    is a 503 too.
     """
 
     __slots__ = ("conn", "expired", "gw", "timer")
