@@ -29,6 +29,13 @@ Conn = asyncpg.Connection | PoolConnectionProxy
 Record = asyncpg.Record
 QueryLogger = Callable[[Any], None]
 
+# What asyncpg raises for a connection it can no longer use: a stopping server ends each
+# session with an error (57P01) and then the socket, and a connection idle between the two
+# (one event-loop turn, or longer on a busy process) has read an answer no statement asked
+# for, so the next statement on it fails with "cannot switch to state …; another operation
+# (2) is in progress" (asyncpg aborts it then); and no host of a list being the primary
+# during a failover (TargetServerAttributeNotMatched). Nothing reveals the first before use.
+DB_CLIENT_STATE = (asyncpg.InternalClientError,)
 # What a lost, refused, stopping or starting database raises: the client's connection
 # errors and the server's 08 (connection), 53 (resources) and 57 (shutdown, "cannot connect
 # now") classes.
@@ -38,6 +45,7 @@ DB_DOWN = (
     asyncpg.InsufficientResourcesError,
     asyncpg.OperatorInterventionError,
     asyncpg.InterfaceError,
+    *DB_CLIENT_STATE,
 )
 # What a database that does not answer in time raises (the client's or the server's timer);
 # checked before DB_DOWN, which holds QueryCanceledError's class.
@@ -149,10 +157,14 @@ class HeldConnections:
                 return conn
             # Its server end went away while it waited here (a restart, a terminated
             # backend): the pool replaces it, rather than a caller getting a 503 for it.
-            self.out -= 1
-            with suppress(asyncpg.InterfaceError):  # asyncpg gave it back itself
-                conn.terminate()
+            self._drop(conn)
         return None
+
+    def _drop(self, conn: Any) -> None:
+        """End a held connection that closed; the pool opens another in its place."""
+        self.out -= 1
+        with suppress(asyncpg.InterfaceError):  # asyncpg gave it back itself
+            conn.terminate()
 
     async def acquire(self, wait_s: float | None = None) -> Any:
         """A connection: a held one if any, else one from the pool (waiting up to wait_s)."""
@@ -179,7 +191,9 @@ class HeldConnections:
                 with suppress(ValueError):
                     self.waiters.remove(waiter)
             raise
-        if conn is None:  # room at the pool: take from it
+        if conn is None or not usable(conn):  # room at the pool, or one that closed since
+            if conn is not None:
+                self._drop(conn)
             return await self.acquire(wait_s)
         return conn
 

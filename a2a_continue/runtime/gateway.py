@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Coroutine
 from contextlib import suppress
 from contextvars import ContextVar
@@ -19,6 +20,7 @@ from a2a_continue.runtime.call_limits import AgentSlots
 from a2a_continue.runtime.card_keys import CardSigner, GatewayCardKey, load_card_signer
 from a2a_continue.runtime.db import (
     CLIENT_GRACE_S,
+    DB_CLIENT_STATE,
     DB_FAULTS,
     DB_SLOW,
     Conn,
@@ -31,6 +33,8 @@ from a2a_continue.runtime.hub import Hub
 from a2a_continue.runtime.open_streams import OpenStreams
 from a2a_continue.runtime.secrets import Sealer
 from a2a_continue.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 class WatcherPort(Protocol):
@@ -147,7 +151,7 @@ async def _settle(gw: Gateway, conn: Any) -> None:
             await gw.held.release(conn, False, gw.settings.db_timeout_s)
         else:
             await gw.pool.release(conn, timeout=gw.settings.db_timeout_s)
-    except (*DB_FAULTS, asyncpg.InternalClientError):
+    except DB_FAULTS:
         pass  # the pool terminated it
 
 
@@ -163,6 +167,9 @@ class Lent:
     been cancelled on the server by asyncpg: its connection goes back to the pool in the
     background, which waits for the cancel to land and rolls back (or terminates it), so
     the server stops the statement and the connection is never lent again mid-statement.
+    Any other database fault, a server gone or a connection asyncpg can no longer use (a
+    stopping server's goodbye read between two statements), terminates the connection and
+    is a 503 too.
     """
 
     __slots__ = ("conn", "expired", "gw", "timer")
@@ -226,7 +233,13 @@ class Lent:
             gw.in_background(_settle(gw, conn))
             raise self._stuck() from None
         if fault:
-            # A connection that saw a fault is not lent again: nothing waits on its reset.
+            if issubclass(kind, DB_CLIENT_STATE):
+                log.warning(
+                    "a database connection asyncpg could no longer use was ended: %s", error
+                )
+            # A connection that saw a fault is not lent again: nothing waits on its reset, and
+            # one whose protocol is out of step (the server's goodbye read between statements)
+            # is never handed to the next caller.
             self._terminate()
         try:
             if gw.held is not None:

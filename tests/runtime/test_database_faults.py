@@ -120,6 +120,30 @@ async def test_every_request_answers_503_within_the_bound_while_the_database_is_
     assert r.status == 200, r.raw
 
 
+async def test_every_request_answers_503_when_its_connection_has_read_the_servers_goodbye(
+    faulty: Faulty,
+) -> None:
+    c, a = faulty.client, faulty.agent
+    routes: dict[str, Callable[[], Awaitable[Response]]] = {
+        **database_routes(faulty),
+        "facade": lambda: rpc(c, a.id, "tasks/get", {"id": "T1"}),
+    }
+    await asyncio.gather(*(c.call("GET", "/readyz") for _ in range(4)))
+    # A stop's first half: the idle pooled connections have the server's error, not its close.
+    faulty.proxy.say_goodbye()
+
+    answers = await asyncio.gather(*(timed(call()) for call in routes.values()))
+
+    for what, (r, elapsed) in zip(routes, answers, strict=True):
+        if what == "facade":
+            assert answer_of(r) == (200, 503), r.raw
+        else:
+            assert_unavailable(r, elapsed, what)
+    faulty.proxy.set("down")
+    faulty.proxy.set("up")
+    await eventually(lambda: _ready(c), "the gateway ready again")
+
+
 async def test_a_follow_up_whose_outcome_cannot_be_recorded_leaves_no_claim_held(
     faulty: Faulty, db: asyncpg.Connection
 ) -> None:

@@ -336,6 +336,28 @@ async def test_a_waiter_that_gives_up_leaves_the_connection_to_the_next(database
         await pool.close()
 
 
+async def test_a_waiter_handed_a_connection_that_closed_meanwhile_gets_another(
+    database_url: str,
+) -> None:
+    pool = await create_pool(database_url, 1, statement_cache=statement_cache())
+    held = HeldConnections(pool, 1)
+    try:
+        first = await held.acquire()
+        waiting = asyncio.create_task(held.acquire(wait_s=5))
+        await eventually(lambda: len(held.waiters) == 1, "the second caller waiting")
+        await held.release(first, clean=True)
+        first.terminate()  # ended before the waiter it was handed to runs
+
+        again = await waiting
+
+        assert await again.fetchval("SELECT 1") == 1
+        await held.release(again, clean=True)
+        assert held.out == 1
+    finally:
+        await held.close()
+        await pool.close()
+
+
 def closed(conn: Any) -> bool:
     """Whether asyncpg has seen the server end ``conn`` (it detaches a lent one)."""
     try:

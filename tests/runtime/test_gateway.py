@@ -18,7 +18,8 @@ from a2a_continue.runtime.gateway import Gateway
 from a2a_continue.runtime.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings
 from tests.support.client import Client, Response, register
-from tests.support.database import TASKS_WITH_CLAIMS
+from tests.support.database import TASKS_WITH_CLAIMS, direct_url
+from tests.support.db_faults import FaultyDatabase, faulty_database
 from tests.support.fakes import JSON, Scripted, StartFake, rpc_result
 from tests.support.servers import serve_asgi
 from tests.support.waiting import eventually
@@ -176,3 +177,77 @@ async def none_running(db: asyncpg.Connection, tag: str) -> bool:
         tag,
     )
     return bool(running == 0)
+
+
+# ---- a server that stops: its goodbye read between statements, statements cut while frozen --
+
+
+@pytest.fixture
+async def proxied(settings: Settings) -> AsyncIterator[tuple[Gateway, FaultyDatabase]]:
+    """A gateway whose one pooled connection reaches PostgreSQL through the fault proxy."""
+    assert settings.database_url
+    async with (
+        faulty_database(direct_url(settings.database_url)) as proxy,
+        aiohttp.ClientSession() as session,
+    ):
+        pool = await create_pool(proxy.url, 1, timeout_s=BOUND_S, statement_cache=100)
+        held = HeldConnections(pool, 1)
+        bounded = msgspec.structs.replace(settings, db_timeout_s=BOUND_S)
+        sealer = Sealer(decode_key(settings.encryption_key))
+        gw = Gateway(bounded, pool, session, sealer, held=held)
+        try:
+            yield gw, proxy
+        finally:
+            proxy.set("up")
+            await gw.stop_chores()
+            await held.close()
+            pool.terminate()
+
+
+async def backend_pid(gw: Gateway) -> int:
+    """The server process behind the connection a new request's loan gets."""
+
+    async def loan() -> int:
+        async with gw.connection() as conn:
+            pid: int = await conn.fetchval("SELECT pg_backend_pid()")
+            return pid
+
+    # A task of its own: another request, not under an earlier one's back-off.
+    return await asyncio.create_task(loan(), context=contextvars.Context())
+
+
+async def test_a_connection_that_read_the_servers_goodbye_is_a_503_and_never_lent_again(
+    proxied: tuple[Gateway, FaultyDatabase], db: asyncpg.Connection
+) -> None:
+    gw, proxy = proxied
+    first = await backend_pid(gw)
+    # The stop's error reaches the idle connection, its close does not; the test's own round
+    # trip to the server lets the gateway's loop read that error meanwhile.
+    proxy.say_goodbye()
+    await db.fetchval("SELECT 1")
+
+    with pytest.raises(DatabaseUnavailable) as refused:
+        await backend_pid(gw)
+
+    assert refused.value.headers["Retry-After"]
+    # Bytes flow again on every socket still open: a connection lent again would fail now.
+    proxy.set("up")
+    assert await backend_pid(gw) != first
+    assert gw.held is not None and gw.held.out == 1
+
+
+async def test_a_statement_the_bound_cut_on_a_frozen_server_leaves_no_connection_to_reuse(
+    proxied: tuple[Gateway, FaultyDatabase],
+) -> None:
+    gw, proxy = proxied
+    first = await backend_pid(gw)
+    proxy.set("frozen")
+    with pytest.raises(DatabaseUnavailable):
+        await asyncio.wait_for(backend_pid(gw), 30)
+    # The server stops while the cut statement's cancel is still on its way, then starts.
+    proxy.say_goodbye()
+    proxy.set("down")
+    proxy.set("up")
+
+    assert await backend_pid(gw) != first
+    assert gw.held is not None and gw.held.out == 1

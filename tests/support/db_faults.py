@@ -10,6 +10,10 @@ whole messages are forwarded). The proxy plays the server's faults:
 - down: open connections close, new ones are reset at once (nothing listens);
 - starting: open connections close, new ones get "the database system is starting up" (57P03);
 - up: bytes flow.
+
+``say_goodbye`` plays the instant of a stop between the two things a stopping server sends
+each session, its fast-shutdown error and then the close: every open connection has read the
+error, none has seen its socket close yet (until the next mode that closes them).
 """
 
 from __future__ import annotations
@@ -83,6 +87,14 @@ class FaultyDatabase:
             for link in list(self.links):
                 link.cut(last)
             self.links.clear()
+
+    def say_goodbye(self) -> None:
+        """Send every open connection the fast-shutdown error, keeping it open; new
+        connections are refused as shutting down."""
+        self.mode = "stopping"
+        self.flowing.clear()
+        for link in self.links:
+            link.client.write(fatal(*SHUTDOWN))
 
     async def _open_upstream(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         parts = urlsplit(self.upstream_url)
