@@ -3,14 +3,19 @@ with the SDK's own signer, and what the agent resource records for each."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as dt
+import json
+import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
+from cryptography.hazmat.primitives import serialization
 
 from tests.support.client import Client, register
 from tests.support.metrics import moved, scrape
@@ -249,3 +254,40 @@ async def test_card_keys_that_are_not_a_key_set_url_or_public_keys_are_refused(
     r = await client.call("POST", AGENTS, body)
     assert r.status == 422, r.raw
     assert r.json()["errors"][0]["loc"] == loc
+
+
+SDK03_PY = Path(__file__).parent.parent / "support" / "sdk03" / ".venv" / "bin" / "python"
+V03_CARD: JSON = {
+    "name": "Old forecaster",
+    "description": "An agent on a2a-sdk 0.3 — près de la mer.",
+    "version": "0.9.0",
+    "url": "http://127.0.0.1:9/",
+    "protocolVersion": "0.3.0",
+    "preferredTransport": "JSONRPC",
+    "capabilities": {"streaming": False},
+    "defaultInputModes": ["text/plain"],
+    "defaultOutputModes": ["text/plain"],
+    "skills": [{"id": "s", "name": "S", "description": "d", "tags": ["weather"]}],
+}
+
+
+@pytest.mark.skipif(not SDK03_PY.exists(), reason="run `make sdk03-client`")
+async def test_a_card_signed_by_a2a_sdk_0_3_is_verified(client: Client) -> None:
+    signing = CardSigning(jku=None)
+    pem = signing.key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    given = {"card": V03_CARD, "pem": pem, "header": {"alg": "ES256", "kid": signing.kid}}
+    script = str(SDK03_PY.parents[2] / "sign_card.py")
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [str(SDK03_PY), script],
+        input=json.dumps(given),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    async with serving(json.loads(done.stdout)) as base:
+        registered = await register_from(client, base, cardKeys={"keys": [signing.jwk()]})
+    assert signature_of(registered) == {"status": "verified", "kid": "agent-key-1", "reason": None}
