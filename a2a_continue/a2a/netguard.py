@@ -111,8 +111,8 @@ def _embedded(address: ipaddress.IPv6Address) -> list[tuple[str, ipaddress.IPv4A
             (n >> 24) & 0xFFFFFFFF,  # /64
             n & 0xFFFFFFFF,  # /96
         )
-        found = {ipaddress.IPv4Address(spot) for spot in spots if spot}
-        return [("a local-use NAT64 address", v4) for v4 in sorted(found)]
+        found = dict.fromkeys(ipaddress.IPv4Address(spot) for spot in spots if spot)
+        return [("a local-use NAT64 address", v4) for v4 in found]
     return []
 
 

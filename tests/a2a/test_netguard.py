@@ -1,6 +1,9 @@
 """Where agents may live: URL schemes and ports, refused addresses at registration, PATCH
 and call time. No test sends traffic outside 127.0.0.0/8: refusals are checked at
-registration or at resolution, before any connection is attempted."""
+registration or at resolution, before any connection is attempted, and the connectors' sockets
+are recorded and opened to loopback only."""
+
+# ruff: noqa: RUF001  (hosts spelled with characters that look like ASCII digits)
 
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from tests.support.client import Client, assert_problem, register
 from tests.support.database import counts
 from tests.support.fakes import JSON, Scripted, StartFake
 from tests.support.servers import serve_asgi
+from tests.support.sockets import Sockets
 
 REFUSED_HOSTS = {
     "metadata": "169.254.169.254",
@@ -43,7 +47,19 @@ REFUSED_HOSTS = {
     "multicast": "224.0.0.1",
     "multicast-v6": "[ff02::1]",
     "broadcast": "255.255.255.255",
+    "circled-unspecified": "⓪.⓪.⓪.⓪",
+    "circled-metadata": "①⑥⑨.②⑤④.①⑥⑨.②⑤④",
+    "fullwidth-metadata": "１６９．２５４．１６９．２５４",
+    "ideographic-dots": "169。254。169。254",
+    "fullwidth-hex": "０ｘａ９ｆｅａ９ｆｅ",
+    "nat64": "[64:ff9b::a9fe:a9fe]",
+    "nat64-local": "[64:ff9b:1::a9fe:a9fe]",
+    "6to4": "[2002:a9fe:a9fe::]",
+    "ipv4-compatible": "[::169.254.169.254]",
+    "teredo": "[2001:0:a9fe:a9fe::]",
+    "aws-metadata-v6": "[fd00:ec2::254]",
 }
+FULLWIDTH_LOOPBACK = "１２７.０.０.１"
 ALLOWED_HOSTS = ["127.0.0.1", "127.1", "localhost", "10.1.2.3", "192.168.0.7", "[::1]", "agent"]
 
 
@@ -146,6 +162,24 @@ async def test_agent_networks_restrict_registration_to_the_allow_list(
             r = await client.call("POST", "/v1/a2a/agents", agent_body(f"http://{host}:9/"))
             assert "A2AC_AGENT_NETWORKS" in assert_problem(r, 422)["detail"]
     assert (await counts(db))[0] == 2
+
+
+@pytest.mark.parametrize("host", [FULLWIDTH_LOOPBACK, "①②⑦.⓪.⓪.①", "[::ffff:127.0.0.1]"])
+async def test_agent_networks_judge_a_unicode_or_mapped_loopback_as_loopback(
+    settings: Settings, db: asyncpg.Connection, host: str
+) -> None:
+    elsewhere = msgspec.structs.replace(settings, agent_networks=parse_networks("10.0.0.0/8"))
+    async with serve_asgi(create_app(elsewhere)) as base, aiohttp.ClientSession() as session:
+        client = Client(base, session)
+        r = await client.call("POST", "/v1/a2a/agents", agent_body(f"http://{host}:9/"))
+        detail = assert_problem(r, 422)["detail"]
+        assert "127.0.0.1 is outside A2AC_AGENT_NETWORKS" in detail
+        agent = await register(client, "http://10.1.2.3:9/")
+        r = await client.call(
+            "PATCH", f"/v1/a2a/agents/{agent}", {"endpointUrl": f"http://{host}/"}
+        )
+        assert "A2AC_AGENT_NETWORKS" in assert_problem(r, 422)["detail"]
+    assert await db.fetchval("SELECT endpoint_url FROM a2a_agents") == "http://10.1.2.3:9/"
 
 
 def test_literal_address_reads_every_ipv4_spelling() -> None:
@@ -286,6 +320,32 @@ async def test_redirects_from_an_agent_are_not_followed(
     r = await client.call("POST", f"/v1/a2a/{agent}/messages", {"text": "hi"})
     assert_problem(r, 502)
     assert elsewhere.received == []
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["⓪.⓪.⓪.⓪", "０.０.０.０", "[::ffff:0.0.0.0]", "[64:ff9b::a9fe:a9fe]", "[fd00:ec2::254]"],
+)
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_a_stored_endpoint_spelling_a_refused_address_is_never_connected_to(
+    client: Client,
+    db: asyncpg.Connection,
+    fake_agent: StartFake,
+    sockets: Sockets,
+    host: str,
+    streaming: bool,
+) -> None:
+    fake = await fake_agent(Scripted())
+    agent = await register(client, fake.url, capabilities={"streaming": streaming})
+    port = int(fake.url.rstrip("/").rsplit(":", 1)[1])
+    # A row written past the guard, at the fake agent's own port: 0.0.0.0 would reach it.
+    await db.execute("UPDATE a2a_agents SET endpoint_url = $1", f"http://{host}:{port}/")
+    headers = {"Accept": "text/event-stream"} if streaming else {}
+    r = await client.call("POST", f"/v1/a2a/{agent}/messages", {"text": "hi"}, headers=headers)
+    problem = assert_problem(r, 502)
+    assert problem["type"].endswith(":agent-address-refused")
+    assert "address is refused" in problem["detail"]
+    assert fake.received == [] and sockets.to_port(port) == []
 
 
 @pytest.mark.parametrize("streaming", [False, True])
