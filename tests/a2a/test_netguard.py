@@ -31,6 +31,7 @@ from tests.support.database import counts
 from tests.support.fakes import JSON, Scripted, StartFake
 from tests.support.servers import serve_asgi
 from tests.support.sockets import Sockets
+from tests.support.spellings import FULLWIDTH_LOOPBACK, STORED_SPELLINGS
 
 REFUSED_HOSTS = {
     "metadata": "169.254.169.254",
@@ -59,7 +60,6 @@ REFUSED_HOSTS = {
     "teredo": "[2001:0:a9fe:a9fe::]",
     "aws-metadata-v6": "[fd00:ec2::254]",
 }
-FULLWIDTH_LOOPBACK = "１２７.０.０.１"
 ALLOWED_HOSTS = ["127.0.0.1", "127.1", "localhost", "10.1.2.3", "192.168.0.7", "[::1]", "agent"]
 
 
@@ -322,10 +322,7 @@ async def test_redirects_from_an_agent_are_not_followed(
     assert elsewhere.received == []
 
 
-@pytest.mark.parametrize(
-    "host",
-    ["⓪.⓪.⓪.⓪", "０.０.０.０", "[::ffff:0.0.0.0]", "[64:ff9b::a9fe:a9fe]", "[fd00:ec2::254]"],
-)
+@pytest.mark.parametrize("host", [*STORED_SPELLINGS, "[fd00:ec2::254]"])
 @pytest.mark.parametrize("streaming", [False, True])
 async def test_a_stored_endpoint_spelling_a_refused_address_is_never_connected_to(
     client: Client,

@@ -38,39 +38,32 @@ from a2a_continue.errors import Invalid
 from a2a_continue.settings import parse_networks
 from tests.support.servers import serve_aiohttp
 from tests.support.sockets import Sockets
+from tests.support.spellings import FULLWIDTH_LOOPBACK, REFUSED_SPELLINGS
 
 # Hosts that spell a refused address in a way the guard once read as a name, or did not
 # refuse: the address each reaches, and the reason it is refused.
 BYPASSES = {
-    "⓪.⓪.⓪.⓪": "0.0.0.0 is unspecified",
-    "①⑥⑨.②⑤④.①⑥⑨.②⑤④": "169.254.169.254 is link-local",
+    **REFUSED_SPELLINGS,
     "⑯⑨.②⑤④.⑯⑨.②⑤④": "169.254.169.254 is link-local",
     "１６９.２５４.１６９.２５４": "169.254.169.254 is link-local",
-    "１６９．２５４．１６９．２５４": "169.254.169.254 is link-local",
     "169。254。169。254": "169.254.169.254 is link-local",
     "𝟏𝟔𝟗.𝟐𝟓𝟒.𝟏𝟔𝟗.𝟐𝟓𝟒": "169.254.169.254 is link-local",
     "０ｘａ９ｆｅａ９ｆｅ": "169.254.169.254 is link-local",
     "２８５２０３９１６６": "169.254.169.254 is link-local",
     "²²⁴.⁰.⁰.¹": "224.0.0.1 is multicast",
-    "[64:ff9b::a9fe:a9fe]": "NAT64 address of 169.254.169.254, which is link-local",
     "[64:ff9b::169.254.169.254]": "NAT64 address of 169.254.169.254, which is link-local",
     "[64:ff9b::]": "NAT64 address of 0.0.0.0, which is unspecified",
-    "[64:ff9b:1::a9fe:a9fe]": "local-use NAT64 address of 169.254.169.254, which is link-local",
     "[64:ff9b:1:a9fe:a9:fe00::]": "local-use NAT64 address of 169.254.169.254, which is link-local",
-    "[2002:a9fe:a9fe::]": "6to4 address of 169.254.169.254, which is link-local",
     "[2002:a9fe:a9fe:1::7]": "6to4 address of 169.254.169.254, which is link-local",
-    "[::169.254.169.254]": "IPv4-compatible address of 169.254.169.254, which is link-local",
     "[::a9fe:a9fe]": "IPv4-compatible address of 169.254.169.254, which is link-local",
     "[::ffff:0:a9fe:a9fe]": "IPv4-translated address of 169.254.169.254, which is link-local",
     "[2001:0:a9fe:a9fe::]": "Teredo address of 169.254.169.254, which is link-local",
     "[::ffff:a9fe:a9fe]": "169.254.169.254 is link-local",
-    "[fd00:ec2::254]": "fd00:ec2::254 is a cloud metadata address",
     "[fd20:ce::254]": "fd20:ce::254 is a cloud metadata address",
     "100.100.100.200": "100.100.100.200 is a cloud metadata address",
     "168.63.129.16": "168.63.129.16 is a cloud metadata address",
     "[fe80::a9fe:a9fe%25eth0]": "fe80::a9fe:a9fe is link-local",
 }
-FULLWIDTH_LOOPBACK = "１２７.０.０.１"
 
 # Every character IDNA/UTS-46 (which the HTTP client applies to hosts) maps to digits and
 # dots, by what it maps to: fullwidth, circled, superscript, mathematical, outlined digits,
