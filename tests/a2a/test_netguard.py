@@ -7,9 +7,11 @@ are recorded and opened to loopback only."""
 
 from __future__ import annotations
 
+import ast
 import ipaddress
 import socket
 import uuid
+from pathlib import Path
 
 import aiohttp
 import asyncpg
@@ -18,6 +20,7 @@ import pytest
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+import a2a_continue
 from a2a_continue.a2a.downstream import AgentAddressRefused, AgentTarget, post_rpc
 from a2a_continue.a2a.netguard import (
     AddressRefused,
@@ -191,6 +194,27 @@ def test_literal_address_reads_every_ipv4_spelling() -> None:
 
 
 # ---- call time ----------------------------------------------------------------------------
+
+
+def test_every_outbound_session_of_the_gateway_is_built_on_the_guarded_connector() -> None:
+    # Only the guard makes connectors, and no session goes without one (aiohttp's default is
+    # unguarded). The operator tools under ops/ call the gateway itself, not agents.
+    package = Path(a2a_continue.__file__).parent
+    unguarded = []
+    for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).parts[0] == "ops":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            given = {keyword.arg for keyword in node.keywords}
+            if (name == "TCPConnector" and path.name != "netguard.py") or (
+                name == "ClientSession" and "connector" not in given
+            ):
+                unguarded.append(f"{path.relative_to(package)}:{node.lineno} {name}")
+    assert unguarded == []
 
 
 class FixedResolver(AbstractResolver):
