@@ -17,6 +17,7 @@ import msgspec
 from a2a_continue.core import console_codes, retention
 from a2a_continue.core.callers import mint_token
 from a2a_continue.core.retention import Pruned
+from a2a_continue.http.tokens import check_jwks_url
 from a2a_continue.obs import logs
 from a2a_continue.ops.embedded import EmbeddedUnavailable
 from a2a_continue.ops.startup import (
@@ -83,6 +84,7 @@ def serve(settings: Settings) -> int:
     try:
         if settings.jwt_secret or not settings.jwks_url:
             check_jwt_secret(settings.jwt_secret)
+        check_jwks_url(settings.jwks_url)
     except SettingsError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2

@@ -151,6 +151,20 @@ def test_serve_refuses_a_jwt_secret_shorter_than_32_bytes_in_one_line(
     assert "A2AC_JWT_SECRET must be at least 32 bytes" in err
 
 
+def test_serve_refuses_a_jwks_url_at_a_refused_address_in_one_line(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert settings.database_url
+    monkeypatch.setenv("A2AC_DATABASE_URL", settings.database_url)
+    monkeypatch.delenv("A2AC_JWT_SECRET", raising=False)
+    monkeypatch.setenv("A2AC_JWKS_URL", "http://[64:ff9b::a9fe:a9fe]/jwks.json")
+    monkeypatch.setenv("A2AC_ENCRYPTION_KEY", settings.encryption_key)
+    assert cli.main(["serve", "--port", str(free_port())]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "A2AC_JWKS_URL is at a refused address" in err and "169.254.169.254" in err
+
+
 def test_token_without_a_secret_refuses_and_creates_nothing(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     done = run_cli("token", "--sub", "a@example.com", env=clean_env(A2AC_DATA_DIR=str(data_dir)))
