@@ -11,6 +11,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from a2a_continue.a2a import protojson
 from a2a_continue.a2a.protocol import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_continue.core.idempotency import REPLAYED, Replayed
 from a2a_continue.errors import AppError, Forbidden
@@ -160,6 +161,20 @@ def parse_request(raw: bytes) -> RpcRequest:
     if where is not None:
         raise Unreadable(INVALID_PARAMS, f"{where} must not contain U+0000", rpc_id=rpc_id)
     return RpcRequest(rpc_id, method, params)
+
+
+def in_json_names(parsed: RpcRequest) -> RpcRequest:
+    """A 1.0 request with its params' fields under their JSON names, either name read."""
+    message = protojson.REQUESTS.get(parsed.method)
+    if message is None:
+        return parsed  # a 0.3 method: plain JSON in camelCase
+    try:
+        params = protojson.json_names(parsed.params, message, "$.params")
+    except protojson.BothNames as both:
+        raise Unreadable(
+            INVALID_PARAMS, str(both), parsed.rpc_id, errors=[{"loc": both.loc, "msg": both.msg}]
+        ) from None
+    return RpcRequest(parsed.rpc_id, parsed.method, params)
 
 
 def rpc_response(rpc_id: Any, *, result: Any = None, error: Any = None) -> Response:
