@@ -5,7 +5,7 @@ parts have no ``kind`` (a file is ``fileWithUri``/``fileWithBytes``), states and
 ``TASK_STATE_…``/``ROLE_…``, and a send's answer is wrapped (``{"task": …}``). The façade
 reads a request into the JSON-RPC params of the 0.3 method and writes the method's 0.3
 JSON-RPC result back in the protobuf JSON. Requests are read in either field spelling
-(``message_id`` or ``messageId``), as protobuf JSON readers do.
+(``message_id`` or ``messageId``), as protobuf JSON readers do; one field in both is refused.
 """
 
 from __future__ import annotations

@@ -99,11 +99,21 @@ METHODS: dict[str, MethodSpec] = {
 
 
 class Unreadable(RpcError):
-    """A request the façade cannot dispatch, with the id it could read (or None)."""
+    """A request the façade cannot dispatch, with the id it could read (or None), and the
+    version its method speaks once that is known."""
 
-    def __init__(self, code: int, message: str, rpc_id: Any = None, **members: Any) -> None:
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        rpc_id: Any = None,
+        *,
+        version: str | None = None,
+        **members: Any,
+    ) -> None:
         super().__init__(code, message, **members)
         self.rpc_id = rpc_id
+        self.version = version
 
 
 class RpcRequest(msgspec.Struct, frozen=True):
@@ -171,8 +181,9 @@ def in_json_names(parsed: RpcRequest) -> RpcRequest:
     try:
         params = protojson.json_names(parsed.params, message, "$.params")
     except protojson.BothNames as both:
+        where = [{"loc": both.loc, "msg": both.msg}]
         raise Unreadable(
-            INVALID_PARAMS, str(both), parsed.rpc_id, errors=[{"loc": both.loc, "msg": both.msg}]
+            INVALID_PARAMS, str(both), parsed.rpc_id, version="1.0", errors=where
         ) from None
     return RpcRequest(parsed.rpc_id, parsed.method, params)
 
@@ -306,5 +317,7 @@ def fallback_version(request: Request) -> str:
 
 def refuse(request: Request, error: RpcError) -> Response:
     """Answer a request the façade could not dispatch."""
-    rpc_id = error.rpc_id if isinstance(error, Unreadable) else None
-    return rpc_response(rpc_id, error=error.render(fallback_version(request)))
+    if not isinstance(error, Unreadable):
+        return rpc_response(None, error=error.render(fallback_version(request)))
+    version = error.version or fallback_version(request)
+    return rpc_response(error.rpc_id, error=error.render(version))

@@ -408,3 +408,16 @@ async def test_a_retry_in_proto_names_replays_the_send_made_in_json_names(
         answers.append((r.json()["result"], r.headers.get("Idempotent-Replayed")))
     assert answers[1] == (answers[0][0], "true")
     assert len(agent.received) == 1
+
+
+async def test_a_both_names_refusal_without_a2a_version_is_in_the_1_0_shape(
+    client: Client,
+) -> None:
+    agent_id = await register(client, "http://127.0.0.1:9/", "1.0")
+    params = {"page_size": 1, "pageSize": 1}
+    r = await b.rpc(client, agent_id, "ListTasks", params, rpc_id=7)  # no A2A-Version header
+    error = r.json()["error"]
+    assert (r.json()["id"], error["code"]) == (7, -32602)
+    [info] = error["data"]  # 1.0: a list holding one google.rpc.ErrorInfo
+    assert info["reason"] == "INVALID_PARAMS"
+    assert "$.params.pageSize" in info["metadata"]["errors"]
