@@ -42,12 +42,9 @@ async def test_a_gateway_with_retention_days_prunes_old_terminal_tasks_and_count
         async def pruned() -> bool:
             return await task_ids(db) == {"recent"}
 
-        await eventually(pruned)
-
-        # The run counts what it deleted once its statements are done: the rows may be gone
-        # a moment before the counter moves.
         async def counted() -> bool:
-            samples = await scrape(client)
-            return samples.get(("a2ac_pruned_tasks_total", frozenset()), 0) >= 1
+            # Counted once the deleting statement has returned, a moment after it committed.
+            return (await scrape(client))["a2ac_pruned_tasks_total", frozenset()] >= 1
 
-        await eventually(counted, "the pruned tasks counted")
+        await eventually(pruned)
+        await eventually(counted)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -219,3 +220,37 @@ async def test_configs_and_deliveries_go_with_their_task(
     await db.execute("DELETE FROM a2a_tasks")
     assert await db.fetchval("SELECT count(*) FROM a2a_push_configs") == 0
     assert await db.fetchval("SELECT count(*) FROM a2a_push_deliveries") == 0
+
+
+async def test_deliveries_page_by_cursor_and_a_cursor_not_issued_is_422(
+    push_client: Client, fake_agent: StartFake
+) -> None:
+    fake = await fake_agent(
+        Scripted(follow_up=lambda r: task_v10("T1", "input-required", text="Which day?"))
+    )
+    agent = await register(push_client, fake.url)
+    task = await start_task(push_client, agent)
+    config = await add_config(push_client, agent, task, url="http://127.0.0.1:9/hook")
+    for text in ("Paris", "Monday"):
+        r = await push_client.call("POST", f"/v1/a2a/{agent}/tasks/{task}/messages", {"text": text})
+        assert r.status == 200, r.raw
+    path = f"/v1/a2a/{agent}/tasks/{task}/push-configs/{config['id']}/deliveries"
+    seen: list[tuple[int, str]] = []
+    query = "?limit=1"
+    while True:
+        page = (await push_client.call("GET", path + query)).json()
+        seen += [(d["seq"], d["id"]) for d in page["deliveries"]]
+        if page["nextCursor"] is None:
+            break
+        query = f"?limit=1&cursor={page['nextCursor']}"
+    everything = (await push_client.call("GET", path)).json()["deliveries"]
+    assert len(seen) >= 2
+    assert seen == [(d["seq"], d["id"]) for d in everything]
+
+    def encoded(text: str) -> str:
+        return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+    for bad in ("99999999999.0", "1.-1", " 1.0", "1.0.0", "\u0661.0", "1.0\x00"):
+        r = await push_client.call("GET", f"{path}?cursor={encoded(bad)}")
+        problem = assert_problem(r, 422)
+        assert problem["errors"][0]["loc"] == "$.query.cursor", bad
