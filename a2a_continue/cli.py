@@ -3,236 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import math
-import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+import textwrap
+from pathlib import Path
+from typing import Any
 
-import asyncpg
 import msgspec
 
-from a2a_continue.core import console_codes, retention
-from a2a_continue.core.callers import mint_token
-from a2a_continue.core.retention import Pruned
 from a2a_continue.obs import logs
+from a2a_continue.ops import commands
 from a2a_continue.ops.embedded import EmbeddedUnavailable
-from a2a_continue.ops.startup import (
-    StartupError,
-    check_database,
-    check_listen,
-    check_port,
-    shown_path,
-    write_admin_token,
-)
-from a2a_continue.runtime.db import migrate_url
-from a2a_continue.runtime.secrets import (
-    EncryptionKeyError,
-    decode_key,
-    load_or_create_secrets,
-    load_secrets,
-    secrets_path,
-)
-from a2a_continue.settings import Settings, SettingsError, check_jwt_secret, load_settings
+from a2a_continue.runtime.secrets import EncryptionKeyError, decode_key
+from a2a_continue.settings import Settings, SettingsError, load_settings
 
-ADMIN = "admin@localhost"
-
-
-def with_generated_secrets(settings: Settings) -> tuple[Settings, bool]:
-    """Fill missing secrets from the data dir (created once); say whether any were filled."""
-    if settings.jwt_secret and settings.encryption_key:
-        return settings, False
-    stored = load_or_create_secrets(settings.data_dir)
-    return (
-        msgspec.structs.replace(
-            settings,
-            jwt_secret=settings.jwt_secret or stored["jwt_secret"],
-            encryption_key=settings.encryption_key or stored["encryption_key"],
-        ),
-        True,
-    )
-
-
-@contextmanager
-def database(settings: Settings) -> Iterator[Settings]:
-    """Yield the settings with a database URL, starting the embedded one when none is set."""
-    if settings.database_url:
-        yield settings
-        return
-    from a2a_continue.ops.embedded import embedded_database
-
-    with embedded_database(settings.data_dir) as url:
-        yield msgspec.structs.replace(settings, database_url=url)
-
-
-def serve(settings: Settings) -> int:
-    """Run the gateway until interrupted."""
-    from a2a_continue.ops import serving
-
-    embedded = not settings.database_url
-    if embedded:
-        settings, _generated = with_generated_secrets(settings)
-    elif not ((settings.jwt_secret or settings.jwks_url) and settings.encryption_key):
-        print(
-            "A2AC_ENCRYPTION_KEY and A2AC_JWT_SECRET (or A2AC_JWKS_URL) must be set",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        if settings.jwt_secret or not settings.jwks_url:
-            check_jwt_secret(settings.jwt_secret)
-    except SettingsError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        check_port(settings.host, settings.port)
-    except StartupError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    with database(settings) as ready:
-        assert ready.database_url
-        if not _database_answers(ready.database_url):
-            return 1
-        if ready.listen and not _listen_answers(ready):
-            return 1
-        asyncio.run(migrate_url(ready.database_url, ready.db_statement_cache))
-        url = f"http://{ready.host}:{ready.port}"
-        print(f"a2a-continue serving on {url}", flush=True)
-        if embedded:
-            token = mint_token(ready.jwt_secret, ADMIN, ["*"], is_admin=True, ttl_s=86400)
-            path = shown_path(write_admin_token(ready.data_dir, token))
-            print(f"admin token (24 h, {ADMIN}) written to {path}", flush=True)
-            print(f"try: TOKEN=$(cat {path})", flush=True)
-            print(f'     curl -H "Authorization: Bearer $TOKEN" {url}/v1/a2a/agents', flush=True)
-        # uvicorn re-raises the signal that stopped it; make SIGTERM an exit that unwinds,
-        # so the embedded database is stopped on the way out.
-        signal.signal(signal.SIGTERM, _exit)
-        with suppress(KeyboardInterrupt):
-            serving.run(ready)
-    return 0
-
-
-def _migrated(ready: Settings) -> bool:
-    """Check the database answers and bring its schema up to date; print why not."""
-    assert ready.database_url
-    if not _database_answers(ready.database_url):
-        return False
-    asyncio.run(migrate_url(ready.database_url, ready.db_statement_cache))
-    return True
-
-
-def _database_answers(database_url: str) -> bool:
-    """Check the database answers before anything uses it; print why not."""
-    try:
-        asyncio.run(check_database(database_url))
-    except StartupError as exc:
-        print(exc, file=sys.stderr)
-        return False
-    return True
-
-
-def _listen_answers(settings: Settings) -> bool:
-    """Check the LISTEN connection reaches PostgreSQL itself; print why not."""
-    assert settings.database_url
-    listen_url = settings.listen_database_url or settings.database_url
-    try:
-        asyncio.run(check_listen(listen_url, settings.database_url))
-    except StartupError as exc:
-        print(exc, file=sys.stderr)
-        return False
-    return True
-
-
-def _exit(signum: int, frame: object) -> None:
-    raise SystemExit(0)
-
-
-def migrate(settings: Settings) -> int:
-    """Apply pending migrations and list them."""
-    with database(settings) as ready:
-        assert ready.database_url
-        if not _database_answers(ready.database_url):
-            return 1
-        applied = asyncio.run(migrate_url(ready.database_url, ready.db_statement_cache))
-    print("applied: " + (", ".join(applied) or "nothing, the schema is current"))
-    return 0
-
-
-def token(settings: Settings, args: argparse.Namespace) -> int:
-    """Print a token signed with the gateway's secret; refuse when there is none to find."""
-    stored = None if settings.jwt_secret else load_secrets(settings.data_dir)
-    secret = settings.jwt_secret or (stored or {}).get("jwt_secret")
-    if not secret:
-        # A secret made up here would sign tokens that no gateway accepts.
-        found = "does not exist" if stored is None else "holds no jwt_secret"
-        print(
-            f"no JWT secret to sign with: A2AC_JWT_SECRET is not set and"
-            f" {secrets_path(settings.data_dir)} {found} (`serve` creates it on first start)",
-            file=sys.stderr,
-        )
-        return 2
-    perms = args.perm or ["*"]
-    print(mint_token(secret, args.sub, perms, args.team or [], args.admin, args.ttl))
-    return 0
-
-
-def console(settings: Settings) -> int:
-    """Print a one-time link that opens the console signed in as the embedded set-up's admin."""
-    with database(settings) as ready:
-        if not _migrated(ready):
-            return 1
-        code = asyncio.run(_new_code(ready))
-    base = (settings.public_url or f"http://{settings.host}:{settings.port}").rstrip("/")
-    # The code rides in the fragment, which browsers never send to a server.
-    print(f"{base}/console#code={code}")
-    minutes = max(1, round(settings.console_code_ttl_s / 60))
-    print(
-        f"one-time sign-in link for {ADMIN} (works once, within {minutes} min;"
-        f" the console's token lasts {round(settings.console_token_ttl_s / 60)} min)",
-        file=sys.stderr,
-    )
-    return 0
-
-
-async def _new_code(settings: Settings) -> str:
-    assert settings.database_url
-    conn = await asyncpg.connect(
-        settings.database_url, statement_cache_size=settings.db_statement_cache
-    )
-    try:
-        return await console_codes.create_code(conn, ADMIN, True, settings.console_code_ttl_s)
-    finally:
-        await conn.close()
-
-
-def prune(settings: Settings, args: argparse.Namespace) -> int:
-    """Delete (or, dry, count) the terminal tasks completed more than DAYS ago."""
-    with database(settings) as ready:
-        if not _migrated(ready):
-            return 1
-        pruned = asyncio.run(_prune(ready, args.older_than, args.dry_run))
-    what = f"terminal tasks completed over {args.older_than:g} days ago"
-    if not pruned.ran:
-        print("another process is pruning now; nothing deleted", file=sys.stderr)
-        return 1
-    verb = "would delete" if args.dry_run else "deleted"
-    print(f"{verb} {pruned.tasks} {what}, with {pruned.events} events")
-    return 0
-
-
-async def _prune(settings: Settings, days: float, dry_run: bool) -> Pruned:
-    assert settings.database_url
-    conn = await asyncpg.connect(
-        settings.database_url, statement_cache_size=settings.db_statement_cache
-    )
-    try:
-        if dry_run:
-            return await retention.due(conn, days)
-        return await retention.prune(conn, days, batch=settings.retention_batch)
-    finally:
-        await conn.close()
+# Where a command finds its database: the one every command but `token` reads.
+DATABASE = "A2AC_DATABASE_URL (unset: the embedded PostgreSQL in A2AC_DATA_DIR)"
 
 
 def _days(text: str) -> float:
@@ -255,29 +42,111 @@ def _positive(text: str) -> float:
     return value
 
 
+def _port(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number, 1 to 65535, got {text!r}")
+    return int(text)
+
+
+def _url(text: str) -> str:
+    if not text.startswith(("http://", "https://")) or len(text) <= len("https://"):
+        raise argparse.ArgumentTypeError(f"must be an http(s) URL, got {text!r}")
+    return text
+
+
+def _command(sub: Any, name: str, summary: str, does: str, reads: str) -> argparse.ArgumentParser:
+    """A subcommand whose --help says what it does and which settings it reads."""
+    return sub.add_parser(  # type: ignore[no-any-return]
+        name,
+        help=summary,
+        description="\n\n".join(textwrap.fill(text, 79) for text in (does, f"Reads: {reads}.")),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def _data_dir_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--data-dir",
+        type=Path,
+        help="the embedded database and generated secrets (default: A2AC_DATA_DIR, else"
+        " ~/.local/share/a2a-continue)",
+    )
+
+
+def _listen_options(command: argparse.ArgumentParser, what: str) -> None:
+    command.add_argument("--host", help=f"address {what} (default: A2AC_HOST, else 127.0.0.1)")
+    command.add_argument("--port", type=_port, help=f"port {what} (default: A2AC_PORT, else 8080)")
+
+
 def parser() -> argparse.ArgumentParser:
     """Describe the command line."""
     top = argparse.ArgumentParser(prog="a2a-continue", description=__doc__)
-    sub = top.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("serve", help="run the gateway")
-    run.add_argument("--host", help="address to listen on (default: A2AC_HOST, else 127.0.0.1)")
-    run.add_argument("--port", type=int, help="port to listen on (default: A2AC_PORT, else 8080)")
-    run.add_argument("--workers", type=int, help="processes serving the port (A2AC_WORKERS)")
-    sub.add_parser("migrate", help="apply pending database migrations")
-    tok = sub.add_parser("token", help="print a signed caller token")
-    tok.add_argument("--sub", required=True, help="the caller's email")
-    tok.add_argument("--perm", action="append", help="a permission (repeat); default '*'")
-    tok.add_argument("--team", action="append", help="a team id (repeat)")
-    tok.add_argument("--admin", action="store_true")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = _command(
+        sub, "serve", "run the gateway",
+        "Run the gateway: apply pending migrations, then serve the REST API, the A2A façade,"
+        " the console and /docs until SIGTERM or Ctrl-C (requests in flight may finish for"
+        " A2AC_DRAIN_S). With the embedded PostgreSQL it generates the secrets once, keeps them"
+        " in the data dir, and writes an admin token there (24 h).",
+        f"every A2AC_ setting (docs/operations.md), above all A2AC_HOST, A2AC_PORT,"
+        f" A2AC_WORKERS, {DATABASE}, A2AC_JWT_SECRET, A2AC_ENCRYPTION_KEY, A2AC_JWT_ISSUER,"
+        " A2AC_JWT_AUDIENCE (the admin token carries them)",
+    )  # fmt: skip
+    _listen_options(run, "to listen on")
+    run.add_argument(
+        "--workers", type=int, help="processes serving the port (default: A2AC_WORKERS, else 1)"
+    )
+    _data_dir_option(run)
+    migrate = _command(
+        sub, "migrate", "apply pending database migrations",
+        "Apply the migrations the database lacks (each once, under an advisory lock) and list"
+        " them. `serve` does this at start-up too.",
+        f"{DATABASE}, A2AC_DB_STATEMENT_CACHE",
+    )  # fmt: skip
+    _data_dir_option(migrate)
+    tok = _command(
+        sub, "token", "print a signed caller token",
+        "Print a caller token (HS256 JWT) signed with the gateway's secret. With neither"
+        " A2AC_JWT_SECRET nor a secret `serve` generated in the data dir it makes none.",
+        "A2AC_JWT_SECRET (unset: secrets.json in A2AC_DATA_DIR), A2AC_JWT_ISSUER and"
+        " A2AC_JWT_AUDIENCE (carried as iss and aud when set)",
+    )  # fmt: skip
+    tok.add_argument("--sub", required=True, help="the caller's email (the token's sub)")
+    tok.add_argument(
+        "--perm", action="append", help="a permission such as a2a.read (repeat); default '*'"
+    )
+    tok.add_argument("--team", action="append", help="a team id the caller is in (repeat)")
+    tok.add_argument(
+        "--admin", action="store_true", help="an admin: sees and manages every agent and task"
+    )
     tok.add_argument(
         "--ttl", type=_positive, default=3600, help="seconds of validity, > 0 (default 3600)"
     )
-    sub.add_parser(
-        "console", help="print a one-time link that opens the console signed in as the admin"
-    )
-    prune_cmd = sub.add_parser(
-        "prune", help="delete terminal tasks completed long ago, with their events"
-    )
+    _data_dir_option(tok)
+    console = _command(
+        sub, "console", "print a one-time link that opens the console signed in as the admin",
+        "Store a one-time sign-in code in the gateway's database and print the console's link"
+        " with it (it works once, within A2AC_CONSOLE_CODE_TTL_S), for admin@localhost. The link"
+        " points at --url, else http://--host:--port, else A2AC_PUBLIC_URL, else"
+        " http://A2AC_HOST:A2AC_PORT as `serve` listens; a warning says so when no gateway"
+        " answers there.",
+        f"A2AC_PUBLIC_URL, A2AC_HOST, A2AC_PORT, {DATABASE}, A2AC_CONSOLE_CODE_TTL_S,"
+        " A2AC_CONSOLE_TOKEN_TTL_S",
+    )  # fmt: skip
+    console.add_argument(
+        "--url", type=_url,
+        help="the gateway's URL as a browser reaches it (default: from --host and --port when"
+        " given, else A2AC_PUBLIC_URL, else A2AC_HOST and A2AC_PORT)",
+    )  # fmt: skip
+    _listen_options(console, "the gateway listens on")
+    _data_dir_option(console)
+    prune_cmd = _command(
+        sub, "prune", "delete terminal tasks completed long ago, with their events",
+        "Delete (or, with --dry-run, count) the terminal tasks completed more than DAYS ago,"
+        " with their events, push configs and deliveries, in batches; the same deletion that"
+        " A2AC_RETENTION_DAYS runs in the background.",
+        f"{DATABASE}, A2AC_RETENTION_BATCH, A2AC_DB_STATEMENT_CACHE",
+    )  # fmt: skip
     prune_cmd.add_argument(
         "--older-than", type=_days, required=True, metavar="DAYS",
         help="delete the tasks completed more than DAYS ago",
@@ -285,12 +154,23 @@ def parser() -> argparse.ArgumentParser:
     prune_cmd.add_argument(
         "--dry-run", action="store_true", help="count what would be deleted; delete nothing"
     )
-    sub.add_parser("demo", help="run a two-turn task through a gateway and a sample agent")
-    sample = sub.add_parser(
-        "sample-agent", help="serve the sample weather agent and its card, for trying the gateway"
-    )
+    _data_dir_option(prune_cmd)
+    _command(
+        sub, "demo", "run a two-turn task through a gateway and a sample agent",
+        "Start a throwaway embedded PostgreSQL, a gateway and the sample agent of its own (on"
+        " free ports, in a temporary directory), run a task's two turns blocking and then"
+        " streamed, print every request and answer, and exit 0 when both worked. It talks to no"
+        " running gateway and keeps nothing.",
+        "A2AC_LOG_FORMAT and A2AC_LOG_LEVEL only",
+    )  # fmt: skip
+    sample = _command(
+        sub, "sample-agent", "serve the sample weather agent and its card, for trying the gateway",
+        "Serve a small A2A agent (1.0 and 0.3 JSON-RPC, streaming, its agent card): it asks"
+        ' "Which city?", then answers with a forecast.',
+        "no setting",
+    )  # fmt: skip
     sample.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    sample.add_argument("--port", type=int, default=9999, help="port to listen on (9999)")
+    sample.add_argument("--port", type=_port, default=9999, help="port to listen on (9999)")
     sample.add_argument(
         "--protocol",
         choices=["1.0", "0.3"],
@@ -316,6 +196,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+# The options that stand for a setting of the same name, when given.
+OVERRIDES = ("host", "port", "workers", "data_dir")
+
+
 def _main(argv: list[str] | None = None) -> int:
     """Run the command line."""
     args = parser().parse_args(argv)
@@ -333,18 +217,27 @@ def _main(argv: list[str] | None = None) -> int:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
     logs.configure(settings.log_format, settings.log_level)
+    given = {name: getattr(args, name, None) for name in OVERRIDES}
+    overrides: dict[str, Any] = {name: value for name, value in given.items() if value}
+    if "data_dir" in overrides:
+        overrides["data_dir"] = overrides["data_dir"].expanduser()
+    return _run(args, msgspec.structs.replace(settings, **overrides))
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    """Run the command ``args`` names with ``settings``."""
     if args.command == "serve":
-        given = (("host", args.host), ("port", args.port), ("workers", args.workers))
-        overrides = {k: v for k, v in given if v}
-        return serve(msgspec.structs.replace(settings, **overrides))
+        return commands.serve(settings)
     if args.command == "migrate":
-        return migrate(settings)
+        return commands.migrate(settings)
     if args.command == "token":
-        return token(settings, args)
+        return commands.token(settings, args)
     if args.command == "console":
-        return console(settings)
+        listening = args.host or args.port  # given: they name the gateway, not A2AC_PUBLIC_URL
+        url = args.url or (commands.listen_url(settings) if listening else None)
+        return commands.console(settings, url)
     if args.command == "prune":
-        return prune(settings, args)
+        return commands.prune(settings, args)
     from a2a_continue.ops.demo import run_demo
 
     return run_demo()

@@ -77,6 +77,10 @@ class PayloadTooLarge(AppError):
     status, slug, title = 413, "payload-too-large", "Request body too large"
 
 
+class HeadersTooLarge(AppError):
+    status, slug, title = 431, "headers-too-large", "Request header fields too large"
+
+
 class Invalid(AppError):
     status, slug, title = 422, "invalid-body", "Invalid request body"
 

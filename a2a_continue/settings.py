@@ -22,6 +22,9 @@ def parse_networks(text: str) -> tuple[Network, ...]:
 
 
 MIB = 1024 * 1024
+# The longest request head (request line and headers) a server of the gateway reads.
+MAX_HEADER_BYTES = 64 * 1024
+MIN_HEADER_BYTES = 1024
 
 
 class SettingsError(ValueError):
@@ -39,6 +42,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     encryption_key: str = ""
     agent_timeout_s: float = 30.0
     max_body_bytes: int = MIB
+    max_header_bytes: int = MAX_HEADER_BYTES
     max_agent_response_bytes: int = 8 * MIB
     claim_margin_s: float = 5.0
     pool_size: int = 10
@@ -125,6 +129,16 @@ def _integer(env: Mapping[str, str], name: str, default: int, high: int | None =
     return int(value)
 
 
+def _header_bytes(env: Mapping[str, str]) -> int:
+    value = _integer(env, "A2AC_MAX_HEADER_BYTES", MAX_HEADER_BYTES)
+    if value < MIN_HEADER_BYTES:
+        raise SettingsError(
+            f"A2AC_MAX_HEADER_BYTES must be at least {MIN_HEADER_BYTES} (ordinary requests"
+            f" need that much), got {env['A2AC_MAX_HEADER_BYTES']!r}"
+        )
+    return value
+
+
 def _count(env: Mapping[str, str], name: str, default: int) -> int:
     """A whole number, 0 included."""
     raw = (env.get(name) or "").strip()
@@ -182,6 +196,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         encryption_key=env.get("A2AC_ENCRYPTION_KEY", ""),
         agent_timeout_s=_number(env, "A2AC_AGENT_TIMEOUT_S", 30.0),
         max_body_bytes=_integer(env, "A2AC_MAX_BODY_BYTES", MIB),
+        max_header_bytes=_header_bytes(env),
         max_agent_response_bytes=_integer(env, "A2AC_MAX_AGENT_RESPONSE_BYTES", 8 * MIB),
         claim_margin_s=_number(env, "A2AC_CLAIM_MARGIN_S", 5.0),
         pool_size=_integer(env, "A2AC_POOL_SIZE", 10),

@@ -16,6 +16,7 @@ import msgspec
 import pytest
 from aiohttp import web
 
+from a2a_continue.a2a import netguard
 from a2a_continue.app import create_app
 from a2a_continue.runtime.db import migrate_url
 from a2a_continue.runtime.interest import EVENTS_CHANNEL
@@ -34,6 +35,7 @@ from tests.support.ports import free_port
 from tests.support.processes import CLAIM_MARGIN_S, GatewayProcess, gateway_env, serve_process
 from tests.support.sdk_agent import SdkAgent, run_sdk_agent
 from tests.support.servers import serve_aiohttp, serve_asgi
+from tests.support.sockets import Sockets
 
 
 @pytest.fixture(scope="session")
@@ -84,6 +86,15 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
         yield conn
     finally:
         await conn.close()
+
+
+@pytest.fixture(autouse=True)
+def sockets(monkeypatch: pytest.MonkeyPatch) -> Sockets:
+    """Every socket the gateway's outbound connectors open, recorded; none but to loopback,
+    even were the address guard wrong."""
+    recorder = Sockets()
+    monkeypatch.setattr(netguard, "open_socket", recorder)
+    return recorder
 
 
 @pytest.fixture

@@ -140,6 +140,17 @@ def test_unusable_hardening_settings_are_refused(name: str, value: str) -> None:
         load_settings({name: value})
 
 
+def test_the_request_head_bound_defaults_to_64_kib_and_is_read_from_its_variable() -> None:
+    assert load_settings({}).max_header_bytes == 64 * 1024
+    assert load_settings({"A2AC_MAX_HEADER_BYTES": "8192"}).max_header_bytes == 8192
+
+
+@pytest.mark.parametrize("value", ["1023", "0", "64k", "1.5"])
+def test_a_request_head_bound_under_1_kib_or_not_a_whole_number_is_refused(value: str) -> None:
+    with pytest.raises(SettingsError, match="A2AC_MAX_HEADER_BYTES"):
+        load_settings({"A2AC_MAX_HEADER_BYTES": value})
+
+
 # ---- settings of streams and the live event stream ---------------------------------------
 
 

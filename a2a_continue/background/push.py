@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 
-from a2a_continue.a2a.netguard import GuardedResolver, check_call_url, refused_reason
+from a2a_continue.a2a.netguard import check_call_url, guarded_connector, refused_reason
 from a2a_continue.core import push_deliveries as outbox
 from a2a_continue.core.push_configs import PUSH_NETWORKS, sealed_context
 from a2a_continue.obs import metrics
@@ -55,12 +55,13 @@ def retry_after_s(attempts: int, settings: Settings) -> float:
 
 
 def push_session(settings: Settings) -> aiohttp.ClientSession:
-    """The session of push deliveries: every name resolved passes the address guard with
+    """The session of push deliveries: it reaches only addresses the guard allows with
     ``A2AC_PUSH_NETWORKS``; per-host bound as for agents; no cookies."""
-    connector = aiohttp.TCPConnector(
+    connector = guarded_connector(
+        settings.push_networks,
+        PUSH_NETWORKS,
         limit=settings.push_concurrency,
         limit_per_host=settings.agent_concurrency,
-        resolver=GuardedResolver(settings.push_networks, setting=PUSH_NETWORKS),
     )
     return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar())
 

@@ -45,8 +45,12 @@ def mint_token(
     teams: Sequence[str] = (),
     is_admin: bool = False,
     ttl_s: float = 3600,
+    *,
+    issuer: str = "",
+    audience: str = "",
 ) -> str:
-    """Sign a token for ``sub`` valid for ``ttl_s`` seconds."""
+    """Sign a token for ``sub`` valid for ``ttl_s`` seconds; with ``issuer`` and ``audience``
+    (the gateway's ``A2AC_JWT_ISSUER`` / ``A2AC_JWT_AUDIENCE``) it carries ``iss`` and ``aud``."""
     now = int(time.time())
     claims: dict[str, Any] = {
         "sub": sub,
@@ -57,6 +61,10 @@ def mint_token(
         "exp": now + int(ttl_s),
         "jti": uuid.uuid4().hex,
     }
+    if issuer:
+        claims["iss"] = issuer
+    if audience:
+        claims["aud"] = audience
     return str(jwt.encode(claims, secret, algorithm="HS256"))
 
 

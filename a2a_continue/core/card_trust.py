@@ -8,15 +8,15 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import jwt
 import msgspec
+import yarl
 
 from a2a_continue.a2a import card_jws
 from a2a_continue.a2a.card_jws import Signature, SignatureProblem
 from a2a_continue.a2a.key_sets import KeySetUnavailable
-from a2a_continue.a2a.netguard import normalize_endpoint_url
+from a2a_continue.a2a.netguard import normalize_endpoint_url, url_host
 from a2a_continue.core.models import CardKeys
 from a2a_continue.errors import AppError, Invalid
 from a2a_continue.obs import metrics
@@ -96,16 +96,16 @@ def check_card_keys(keys: CardKeys | None, networks: Sequence[Network] = ()) -> 
     return keys
 
 
-def _origin(url: str) -> tuple[str, str, int] | None:
+def _origin(url: str) -> tuple[str, str, int | None] | None:
+    """A URL's origin as the HTTP client reads it (scheme, host it connects to, port)."""
     try:
-        parts = urlsplit(url)
-        port = parts.port
+        parts = yarl.URL(url)
+        host = url_host(url)
     except ValueError:
         return None
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username:
+    if parts.scheme not in ("http", "https") or parts.user is not None:
         return None
-    default = 443 if parts.scheme == "https" else 80
-    return parts.scheme, parts.hostname.lower(), port or default
+    return parts.scheme, str(host).lower(), parts.port
 
 
 def _now() -> str:

@@ -15,7 +15,13 @@ import msgspec
 from msgspec import UNSET
 
 from a2a_continue.a2a.downstream import auth_headers
-from a2a_continue.a2a.netguard import AddressRefused, check_call_url, refused_reason
+from a2a_continue.a2a.netguard import (
+    AddressRefused,
+    check_call_url,
+    refused_reason,
+    url_host,
+    urlsplit_checked,
+)
 from a2a_continue.core import card_trust
 from a2a_continue.core.agents import visible_agent_row
 from a2a_continue.core.callers import Caller
@@ -57,9 +63,16 @@ def card_location(url: str) -> str:
 
     A URL names a card when its path ends in ``.json`` or passes through ``/.well-known/``.
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit_checked(url)
+    except ValueError as exc:
+        raise _refuse(f"is not a valid URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise _refuse("must be an absolute http(s) URL")
+    try:
+        url_host(url)  # the host as the fetch reads it; its address is judged by the fetch
+    except ValueError as exc:
+        raise _refuse(f"is not a valid URL ({exc})") from None
     if parts.username or parts.password:
         raise _refuse("must not carry credentials; put them in 'auth'")
     if parts.path.endswith(".json") or "/.well-known/" in parts.path:

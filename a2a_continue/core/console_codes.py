@@ -64,10 +64,20 @@ async def take_code(conn: Conn, code: str) -> Caller | None:
     return Caller(sub=row["sub"], permissions=frozenset({"*"}), is_admin=row["is_admin"])
 
 
-def sign_in(caller: Caller, secret: str, ttl_s: float) -> SignedIn:
-    """Mint the console's token for the caller a code named."""
+def sign_in(
+    caller: Caller, secret: str, ttl_s: float, *, issuer: str = "", audience: str = ""
+) -> SignedIn:
+    """Mint the console's token for the caller a code named (with the gateway's issuer and
+    audience, when it checks them)."""
     token = mint_token(
-        secret, caller.sub, sorted(caller.permissions), caller.teams, caller.is_admin, ttl_s
+        secret,
+        caller.sub,
+        sorted(caller.permissions),
+        caller.teams,
+        caller.is_admin,
+        ttl_s,
+        issuer=issuer,
+        audience=audience,
     )
     return SignedIn(token=token, sub=caller.sub, is_admin=caller.is_admin, expires_in=int(ttl_s))
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 import msgspec
 
 from a2a_continue.errors import InvalidQuery
+from a2a_continue.limits import NUL
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
@@ -45,18 +46,49 @@ def encode_cursor(created_at: dt.datetime, row_id: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def cursor_param(params: Mapping[str, str]) -> tuple[dt.datetime | None, uuid.UUID | None]:
-    """Decode ``cursor`` into (created_at, id), or (None, None) for the first page."""
+def cursor_bytes(params: Mapping[str, str]) -> bytes | None:
+    """The decoded bytes of ``cursor`` (None: none given), refused as any query value is.
+
+    A cursor's reader must also check that it encodes back to itself: the decoders alone are
+    lenient (any character separates an ISO date and time, a UUID may come braced or
+    prefixed, ``int`` takes spaces and other scripts' digits).
+    """
     raw = params.get("cursor")
     if not raw:
+        return None
+    if NUL in raw:
+        raise _bad("cursor", "must not contain U+0000")
+    try:
+        # validate: the plain decoder skips whatever is not of the alphabet.
+        return base64.b64decode(raw + "=" * (-len(raw) % 4), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError):
+        raise not_issued() from None
+
+
+def issued(params: Mapping[str, str], encoded: str) -> None:
+    """Refuse a cursor that is not ``encoded``, the one this service writes for its position."""
+    if params["cursor"].rstrip("=") != encoded:
+        raise not_issued()
+
+
+def not_issued() -> InvalidQuery:
+    """The refusal of a cursor no page of this service handed out."""
+    return _bad("cursor", "is not a cursor this service issued")
+
+
+def cursor_param(params: Mapping[str, str]) -> tuple[dt.datetime | None, uuid.UUID | None]:
+    """Decode ``cursor`` into (created_at, id), or (None, None) for the first page."""
+    text = cursor_bytes(params)
+    if text is None:
         return None, None
     try:
-        text = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
         stamp, row_id = msgspec.json.decode(text, type=tuple[str, str])
         at = dt.datetime.fromisoformat(stamp)
         # Only an aware time the database can hold: shifting it to UTC must not overflow.
         if at.tzinfo is None:
             raise ValueError("a cursor's time carries its offset")
-        return at.astimezone(dt.UTC), uuid.UUID(row_id)
-    except (binascii.Error, ValueError, OverflowError, msgspec.DecodeError):
-        raise _bad("cursor", "is not a cursor this service issued") from None
+        at, after = at.astimezone(dt.UTC), uuid.UUID(row_id)
+    except (ValueError, OverflowError, msgspec.DecodeError):
+        raise not_issued() from None
+    issued(params, encode_cursor(at, after))
+    return at, after

@@ -9,7 +9,6 @@ waits for every earlier pending delivery of its config.
 from __future__ import annotations
 
 import base64
-import binascii
 import datetime as dt
 import uuid
 from collections.abc import Mapping
@@ -18,9 +17,9 @@ import msgspec
 
 from a2a_continue.core.callers import TASK_VISIBLE, Caller
 from a2a_continue.core.models import Out
-from a2a_continue.core.pagination import limit_param
+from a2a_continue.core.pagination import cursor_bytes, issued, limit_param, not_issued
 from a2a_continue.core.push_configs import task_row_id
-from a2a_continue.errors import AppError, InvalidQuery, NotFound
+from a2a_continue.errors import AppError, NotFound
 from a2a_continue.runtime.db import Conn, Record
 
 # The channel a new or requeued delivery notifies (through the LISTEN hub, which wakes the
@@ -103,19 +102,28 @@ def delivery_out(row: Record) -> DeliveryOut:
 
 
 def _cursor(row: Record) -> str:
-    return base64.urlsafe_b64encode(f"{row['seq']}.{row['part']}".encode()).decode().rstrip("=")
+    return _encoded(row["seq"], row["part"])
+
+
+def _encoded(seq: int, part: int) -> str:
+    return base64.urlsafe_b64encode(f"{seq}.{part}".encode()).decode().rstrip("=")
+
+
+INT4_MAX = 2**31 - 1  # seq and part are integer columns
 
 
 def _after(params: Mapping[str, str]) -> tuple[int | None, int | None]:
-    raw = params.get("cursor")
-    if not raw:
+    text = cursor_bytes(params)
+    if text is None:
         return None, None
     try:
-        text = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode()
-        seq, part = text.split(".")
-        return int(seq), int(part)
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise InvalidQuery("cursor", "is not a cursor this service issued") from None
+        seq, part = (int(number) for number in text.decode("ascii").split("."))
+    except ValueError:  # UnicodeDecodeError included
+        raise not_issued() from None
+    if not (0 <= seq <= INT4_MAX and 0 <= part <= INT4_MAX):
+        raise not_issued()
+    issued(params, _encoded(seq, part))
+    return seq, part
 
 
 async def _config(

@@ -55,6 +55,7 @@ async def agent_rpc(request: Request) -> Response:
     try:
         parsed = rpc.parse_request(raw)
         spec = rpc.resolve(request, parsed)
+        parsed = rpc.in_json_names(parsed)
     except rpc.Unreadable as error:
         return rpc.refuse(request, error)
     call = Call(

@@ -18,6 +18,7 @@ from sse_starlette import ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import Response
 
+from a2a_continue.a2a import protojson
 from a2a_continue.core.idempotency import REPLAYED, Replayed
 from a2a_continue.errors import PayloadTooLarge
 from a2a_continue.facade import http_errors, keys, rest03, rpc, streaming
@@ -84,7 +85,12 @@ async def serve(request: Request, binding: Binding) -> Response:
     version = spec.version
     try:
         rpc.asked_version(request)  # a version the client names must be one the gateway serves
-        params = binding.read(request, await _body_of(request))
+        body = await _body_of(request)
+        if version == "1.0":  # ProtoJSON: fields read under either name (0.3: by rest03)
+            body = rq.named_10(binding.method, body)
+        params = binding.read(request, body)
+    except protojson.BothNames as both:
+        return http_errors.error_response(m.bad_params(both.loc, both.msg).render(version), version)
     except RpcError as error:
         return http_errors.error_response(error.render(version), version)
     call = Call(

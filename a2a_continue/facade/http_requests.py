@@ -1,6 +1,7 @@
 """Requests of the façade's HTTP+JSON binding read into the JSON-RPC params of their method:
 the path's ids, the query's typed values, the body (1.0: the params themselves; 0.3: the
-protobuf JSON, read by ``rest03``)."""
+protobuf JSON, read by ``rest03``). Both are ProtoJSON: a field's proto name is read as its
+JSON name, in the body and the query alike."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import msgspec
 from starlette.requests import Request
 
+from a2a_continue.a2a import protojson
 from a2a_continue.facade import methods as m
 from a2a_continue.facade import rest03
 from a2a_continue.facade.errors import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, RpcError
@@ -38,20 +40,37 @@ def decode(raw: bytes) -> JSON:
     return body
 
 
-def query_int(request: Request, *names: str) -> int | None:
-    for name in names:
-        raw = request.query_params.get(name)
-        if raw is None:
-            continue
-        try:
-            return int(raw)
-        except ValueError:
-            raise m.bad_params(f"$.query.{name}", "must be an integer") from None
-    return None
+def named_10(method: str, body: JSON) -> JSON:
+    """A 1.0 body with each field under its JSON name (SPEC §21): either name is read, both
+    raise protojson.BothNames."""
+    named: JSON = protojson.json_names(body, protojson.REQUESTS[method], "$.params")
+    return named
 
 
-def query_bool(request: Request, name: str) -> bool | None:
-    raw = request.query_params.get(name)
+def query_10(request: Request, message: str) -> dict[str, str]:
+    """A 1.0 query's parameters under their JSON names (``history_length`` read too)."""
+    named: dict[str, str] = protojson.json_names(dict(request.query_params), message, "$.query")
+    return named
+
+
+def query_03(request: Request) -> dict[str, str]:
+    """A 0.3 query's parameters in camelCase (``history_length`` read too)."""
+    named: dict[str, str] = rest03.camel_keys(dict(request.query_params), "$.query")
+    return named
+
+
+def query_int(query: dict[str, str], name: str) -> int | None:
+    raw = query.get(name)
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise m.bad_params(f"$.query.{name}", "must be an integer") from None
+
+
+def query_bool(query: dict[str, str], name: str) -> bool | None:
+    raw = query.get(name)
     if raw is None:
         return None
     if raw.lower() not in ("true", "false", "1", "0"):
@@ -78,19 +97,20 @@ def send_10(request: Request, body: JSON) -> JSON:
 
 
 def get_10(request: Request, body: JSON) -> JSON:
-    return dropped({"id": task_id(request), "historyLength": query_int(request, "historyLength")})
+    q = query_10(request, "GetTaskRequest")
+    return dropped({"id": task_id(request), "historyLength": query_int(q, "historyLength")})
 
 
 def list_10(request: Request, body: JSON) -> JSON:
-    q = request.query_params
+    q = query_10(request, "ListTasksRequest")
     return dropped(
         {
-            "pageSize": query_int(request, "pageSize"),
+            "pageSize": query_int(q, "pageSize"),
             "pageToken": q.get("pageToken"),
             "contextId": q.get("contextId"),
             "status": q.get("status"),
-            "historyLength": query_int(request, "historyLength"),
-            "includeArtifacts": query_bool(request, "includeArtifacts"),
+            "historyLength": query_int(q, "historyLength"),
+            "includeArtifacts": query_bool(q, "includeArtifacts"),
             "statusTimestampAfter": q.get("statusTimestampAfter"),
         }
     )
@@ -109,11 +129,11 @@ def push_one_10(request: Request, body: JSON) -> JSON:
 
 
 def push_list_10(request: Request, body: JSON) -> JSON:
-    q = request.query_params
+    q = query_10(request, "ListTaskPushNotificationConfigsRequest")
     return dropped(
         {
             "taskId": task_id(request),
-            "pageSize": query_int(request, "pageSize"),
+            "pageSize": query_int(q, "pageSize"),
             "pageToken": q.get("pageToken"),
         }
     )
@@ -132,7 +152,7 @@ def send_03(request: Request, body: JSON) -> JSON:
 
 
 def get_03(request: Request, body: JSON) -> JSON:
-    length = query_int(request, "historyLength", "history_length")
+    length = query_int(query_03(request), "historyLength")
     return dropped({"id": task_id(request), "historyLength": length})
 
 

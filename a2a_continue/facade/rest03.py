@@ -5,13 +5,15 @@ parts have no ``kind`` (a file is ``fileWithUri``/``fileWithBytes``), states and
 ``TASK_STATE_…``/``ROLE_…``, and a send's answer is wrapped (``{"task": …}``). The façade
 reads a request into the JSON-RPC params of the 0.3 method and writes the method's 0.3
 JSON-RPC result back in the protobuf JSON. Requests are read in either field spelling
-(``message_id`` or ``messageId``), as protobuf JSON readers do.
+(``message_id`` or ``messageId``), as protobuf JSON readers do; one field in both is refused.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any
+
+from a2a_continue.a2a.protojson import BothNames
 
 JSON = dict[str, Any]
 
@@ -40,14 +42,26 @@ def _camel(name: str) -> str:
     return re.sub(r"_([a-z])", lambda m: m.group(1).upper(), name)
 
 
-def camel_keys(obj: Any) -> Any:
+def camel_keys(obj: Any, loc: str = "$.params") -> Any:
     """The object with its keys in camelCase (``message_id`` → ``messageId``), all levels
-    down except inside ``metadata`` and ``data`` (the client's own JSON)."""
+    down except inside ``metadata`` and ``data`` (the client's own JSON); a key given in
+    both spellings raises BothNames."""
     if isinstance(obj, list):
-        return [camel_keys(v) for v in obj]
+        return [camel_keys(v, f"{loc}[{i}]") for i, v in enumerate(obj)]
     if not isinstance(obj, dict):
         return obj
-    return {_camel(k): v if k in ("metadata", "data") else camel_keys(v) for k, v in obj.items()}
+    out: JSON = {}
+    for key, value in obj.items():
+        name = _camel(key)
+        if name in out:
+            raise BothNames(f"{loc}.{name}", name if key != name else _snake(obj, name), key)
+        out[name] = value if key in ("metadata", "data") else camel_keys(value, f"{loc}.{name}")
+    return out
+
+
+def _snake(obj: JSON, name: str) -> str:
+    """The other spelling of ``name`` in ``obj``."""
+    return next(k for k in obj if k != name and _camel(k) == name)
 
 
 # ---- requests: protobuf JSON → the 0.3 JSON-RPC params -----------------------------------

@@ -11,6 +11,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from a2a_continue.a2a import protojson
 from a2a_continue.a2a.protocol import INTERRUPTED_STATES, TERMINAL_STATES
 from a2a_continue.core.idempotency import REPLAYED, Replayed
 from a2a_continue.errors import AppError, Forbidden
@@ -98,11 +99,21 @@ METHODS: dict[str, MethodSpec] = {
 
 
 class Unreadable(RpcError):
-    """A request the façade cannot dispatch, with the id it could read (or None)."""
+    """A request the façade cannot dispatch, with the id it could read (or None), and the
+    version its method speaks once that is known."""
 
-    def __init__(self, code: int, message: str, rpc_id: Any = None, **members: Any) -> None:
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        rpc_id: Any = None,
+        *,
+        version: str | None = None,
+        **members: Any,
+    ) -> None:
         super().__init__(code, message, **members)
         self.rpc_id = rpc_id
+        self.version = version
 
 
 class RpcRequest(msgspec.Struct, frozen=True):
@@ -160,6 +171,21 @@ def parse_request(raw: bytes) -> RpcRequest:
     if where is not None:
         raise Unreadable(INVALID_PARAMS, f"{where} must not contain U+0000", rpc_id=rpc_id)
     return RpcRequest(rpc_id, method, params)
+
+
+def in_json_names(parsed: RpcRequest) -> RpcRequest:
+    """A 1.0 request with its params' fields under their JSON names, either name read."""
+    message = protojson.REQUESTS.get(parsed.method)
+    if message is None:
+        return parsed  # a 0.3 method: plain JSON in camelCase
+    try:
+        params = protojson.json_names(parsed.params, message, "$.params")
+    except protojson.BothNames as both:
+        where = [{"loc": both.loc, "msg": both.msg}]
+        raise Unreadable(
+            INVALID_PARAMS, str(both), parsed.rpc_id, version="1.0", errors=where
+        ) from None
+    return RpcRequest(parsed.rpc_id, parsed.method, params)
 
 
 def rpc_response(rpc_id: Any, *, result: Any = None, error: Any = None) -> Response:
@@ -291,5 +317,7 @@ def fallback_version(request: Request) -> str:
 
 def refuse(request: Request, error: RpcError) -> Response:
     """Answer a request the façade could not dispatch."""
-    rpc_id = error.rpc_id if isinstance(error, Unreadable) else None
-    return rpc_response(rpc_id, error=error.render(fallback_version(request)))
+    if not isinstance(error, Unreadable):
+        return rpc_response(None, error=error.render(fallback_version(request)))
+    version = error.version or fallback_version(request)
+    return rpc_response(error.rpc_id, error=error.render(version))

@@ -231,7 +231,9 @@ def build_document(table: Sequence[ApiRoute]) -> JSON:
                 "An async gateway in front of A2A agents: register agents, start tasks, answer"
                 " an agent waiting for input, cancel; every task and its event log are kept."
                 " Each operation names the permission its bearer token needs (`x-permission`);"
-                ' a token with `"*"` has them all. Errors are RFC 9457 problem details.'
+                ' a token with `"*"` has them all. Errors are RFC 9457 problem details; on'
+                " every route, a request head (request line and headers) over"
+                f" `A2AC_MAX_HEADER_BYTES` is answered 431 `{PROBLEM_PREFIX}headers-too-large`."
             ),
         },
         "tags": [

@@ -16,10 +16,11 @@ from typing import Any
 import aiohttp
 import jwt
 
+from a2a_continue.a2a.netguard import check_call_url, guarded_connector, url_problem
 from a2a_continue.core.callers import Caller
 from a2a_continue.errors import Unauthorized
 from a2a_continue.limits import has_nul
-from a2a_continue.settings import Settings
+from a2a_continue.settings import Settings, SettingsError
 
 # Asymmetric algorithms accepted from the JWKS; HS256 only ever uses the shared secret, so a
 # token cannot pass a public key off as an HMAC secret.
@@ -42,12 +43,19 @@ def _names(value: Any, claim: str, from_idp: bool) -> list[str]:
     raise Unauthorized(f"the token is invalid: claim {claim!r} must be a list of strings")
 
 
+def check_jwks_url(url: str) -> None:
+    """Refuse a JWKS URL at an address the gateway never connects to (SettingsError)."""
+    problem = url_problem(url) if url else None
+    if problem is not None:
+        raise SettingsError(f"A2AC_JWKS_URL is at a refused address: {problem}")
+
+
 class _KeySetClient(jwt.PyJWKClient):
     """PyJWKClient (key set cache, refresh on an unknown ``kid``) fetching with aiohttp.
 
     Its lookups run in a worker thread; a fetch is handed back to the event loop. The key set
     is the operator's, not an agent's: it is fetched with a session of its own (one per fetch;
-    fetches are rare), outside the agent network guard.
+    fetches are rare) through the address guard, without the agents' allow-list.
     """
 
     loop: asyncio.AbstractEventLoop | None = None
@@ -70,8 +78,9 @@ class _KeySetClient(jwt.PyJWKClient):
     async def _fetch(self) -> dict[str, Any]:
         """The key set as a JSON object; PyJWKClientConnectionError when it cannot be had."""
         try:
+            check_call_url(self.uri)
             async with (
-                aiohttp.ClientSession() as session,
+                aiohttp.ClientSession(connector=guarded_connector()) as session,
                 asyncio.timeout(self.timeout),
                 session.get(self.uri, headers=self.headers, allow_redirects=False) as answer,
             ):
@@ -103,6 +112,7 @@ class TokenVerifier:
         cache_size: int = 4096,
         jwks_cooldown_s: float = JWKS_COOLDOWN_S,
     ) -> None:
+        check_jwks_url(settings.jwks_url)
         self.secret = settings.jwt_secret
         self.issuer = settings.jwt_issuer or None
         self.audience = settings.jwt_audience or None

@@ -19,72 +19,15 @@ from uvicorn.supervisors.multiprocess import Multiprocess
 from a2a_continue.app import create_app
 from a2a_continue.http.edge import Edge
 from a2a_continue.obs import logs
-from a2a_continue.settings import Settings, load_settings
-
-
-class _JoinedWrites:
-    """A transport that joins the writes of one event-loop step into one send.
-
-    uvicorn writes a response's head and its body separately: two system calls and two
-    packets for every small answer. Joining them halves that and wakes the client once.
-    """
-
-    __slots__ = ("_loop", "_pending", "_transport")
-
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
-        self._transport = transport
-        self._loop = loop
-        self._pending: list[bytes] | None = None
-
-    def write(self, data: bytes) -> None:
-        if self._pending is None:
-            self._pending = [data]
-            self._loop.call_soon(self._flush)
-        else:
-            self._pending.append(data)
-
-    def _flush(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending and not self._transport.is_closing():
-            self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
-
-    def close(self) -> None:
-        self._flush()
-        self._transport.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
-
-
-try:
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-except ImportError:  # no httptools: uvicorn's default protocol, writes unjoined
-    HttpToolsProtocol = None  # type: ignore[assignment,misc]
-
-
-if HttpToolsProtocol is not None:
-
-    class JoinedWritesProtocol(HttpToolsProtocol):
-        """uvicorn's httptools protocol writing through ``_JoinedWrites``.
-
-        Leans on uvicorn's protocol class (an accepted value of its ``http`` option) and on
-        its ``connection_made``; pinned by the uvicorn range in pyproject.toml.
-        """
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(_JoinedWrites(transport, self.loop))  # type: ignore[arg-type]
-
-
-def _http_protocol() -> Any:
-    return JoinedWritesProtocol if HttpToolsProtocol is not None else "auto"
-
+from a2a_continue.ops.protocol import http_protocol
+from a2a_continue.settings import MAX_HEADER_BYTES, Settings, load_settings
 
 # What every server of the gateway shares: no access log (the edge writes one line per
 # request), no proxy headers (nothing here reads the client address), uvloop and httptools
-# whenever they are installed.
+# whenever they are installed, and a bound on each request's head (ops/protocol.py).
 SERVER_OPTIONS: dict[str, Any] = {
     "loop": "auto",
-    "http": _http_protocol(),
+    "http": http_protocol(),
     "access_log": False,
     "proxy_headers": False,
     "server_header": False,
@@ -136,6 +79,7 @@ def uvicorn_config(app: Any, settings: Settings, **extra: Any) -> uvicorn.Config
         port=settings.port,
         workers=settings.workers,
         timeout_graceful_shutdown=max(1, round(settings.drain_s)),
+        h11_max_incomplete_event_size=settings.max_header_bytes,  # see ops/protocol.py
         **SERVER_OPTIONS,
         **extra,
     )
@@ -203,7 +147,10 @@ class _LoopServer(uvicorn.Server):
 
 @contextlib.asynccontextmanager
 async def serve_in_loop(
-    app: Any, host: str = "127.0.0.1", lifespan: Literal["on", "off"] = "on"
+    app: Any,
+    host: str = "127.0.0.1",
+    lifespan: Literal["on", "off"] = "on",
+    max_header_bytes: int = MAX_HEADER_BYTES,
 ) -> AsyncIterator[str]:
     """Serve ``app`` on a free port for the block; yield its base URL."""
     # Naming IPPROTO_TCP lets asyncio set TCP_NODELAY on accepted connections; without it,
@@ -212,7 +159,11 @@ async def serve_in_loop(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, 0))
     port = sock.getsockname()[1]
-    options = {**SERVER_OPTIONS, "log_config": uvicorn.config.LOGGING_CONFIG}
+    options = {
+        **SERVER_OPTIONS,
+        "log_config": uvicorn.config.LOGGING_CONFIG,
+        "h11_max_incomplete_event_size": max_header_bytes,
+    }
     server = _LoopServer(uvicorn.Config(app, log_level="warning", lifespan=lifespan, **options))
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     try:

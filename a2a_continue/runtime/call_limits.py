@@ -6,7 +6,7 @@ import uuid
 
 import aiohttp
 
-from a2a_continue.a2a.netguard import GuardedResolver
+from a2a_continue.a2a.netguard import guarded_connector
 from a2a_continue.errors import AppError
 from a2a_continue.settings import Settings
 
@@ -66,15 +66,13 @@ class OpenStream:
 
 def agent_session(settings: Settings) -> aiohttp.ClientSession:
     """The outbound session: the connector never queues (calls are bounded per agent
-    instead), every name it resolves passes the network guard, and it keeps no cookies.
+    instead), reaches only addresses the guard allows, and it keeps no cookies.
 
-    Literal addresses skip the resolver, so each call site checks its URL first
-    (``netguard.check_call_url``); each also bounds its own call, so the session sets no
-    timeout of its own (a second timer per call).
+    Each call site also checks its URL first (``netguard.check_call_url``, so a refusal
+    names the agent's address) and bounds its own call, so the session sets no timeout of
+    its own (a second timer per call).
     """
-    connector = aiohttp.TCPConnector(
-        limit=0, limit_per_host=0, resolver=GuardedResolver(settings.agent_networks)
-    )
+    connector = guarded_connector(settings.agent_networks, limit=0, limit_per_host=0)
     return aiohttp.ClientSession(
         connector=connector,
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=None),

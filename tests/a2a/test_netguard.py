@@ -1,12 +1,17 @@
 """Where agents may live: URL schemes and ports, refused addresses at registration, PATCH
 and call time. No test sends traffic outside 127.0.0.0/8: refusals are checked at
-registration or at resolution, before any connection is attempted."""
+registration or at resolution, before any connection is attempted, and the connectors' sockets
+are recorded and opened to loopback only."""
+
+# ruff: noqa: RUF001  (hosts spelled with characters that look like ASCII digits)
 
 from __future__ import annotations
 
+import ast
 import ipaddress
 import socket
 import uuid
+from pathlib import Path
 
 import aiohttp
 import asyncpg
@@ -15,6 +20,7 @@ import pytest
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+import a2a_continue
 from a2a_continue.a2a.downstream import AgentAddressRefused, AgentTarget, post_rpc
 from a2a_continue.a2a.netguard import (
     AddressRefused,
@@ -27,6 +33,8 @@ from tests.support.client import Client, assert_problem, register
 from tests.support.database import counts
 from tests.support.fakes import JSON, Scripted, StartFake
 from tests.support.servers import serve_asgi
+from tests.support.sockets import Sockets
+from tests.support.spellings import FULLWIDTH_LOOPBACK, STORED_SPELLINGS
 
 REFUSED_HOSTS = {
     "metadata": "169.254.169.254",
@@ -43,6 +51,17 @@ REFUSED_HOSTS = {
     "multicast": "224.0.0.1",
     "multicast-v6": "[ff02::1]",
     "broadcast": "255.255.255.255",
+    "circled-unspecified": "⓪.⓪.⓪.⓪",
+    "circled-metadata": "①⑥⑨.②⑤④.①⑥⑨.②⑤④",
+    "fullwidth-metadata": "１６９．２５４．１６９．２５４",
+    "ideographic-dots": "169。254。169。254",
+    "fullwidth-hex": "０ｘａ９ｆｅａ９ｆｅ",
+    "nat64": "[64:ff9b::a9fe:a9fe]",
+    "nat64-local": "[64:ff9b:1::a9fe:a9fe]",
+    "6to4": "[2002:a9fe:a9fe::]",
+    "ipv4-compatible": "[::169.254.169.254]",
+    "teredo": "[2001:0:a9fe:a9fe::]",
+    "aws-metadata-v6": "[fd00:ec2::254]",
 }
 ALLOWED_HOSTS = ["127.0.0.1", "127.1", "localhost", "10.1.2.3", "192.168.0.7", "[::1]", "agent"]
 
@@ -148,6 +167,24 @@ async def test_agent_networks_restrict_registration_to_the_allow_list(
     assert (await counts(db))[0] == 2
 
 
+@pytest.mark.parametrize("host", [FULLWIDTH_LOOPBACK, "①②⑦.⓪.⓪.①", "[::ffff:127.0.0.1]"])
+async def test_agent_networks_judge_a_unicode_or_mapped_loopback_as_loopback(
+    settings: Settings, db: asyncpg.Connection, host: str
+) -> None:
+    elsewhere = msgspec.structs.replace(settings, agent_networks=parse_networks("10.0.0.0/8"))
+    async with serve_asgi(create_app(elsewhere)) as base, aiohttp.ClientSession() as session:
+        client = Client(base, session)
+        r = await client.call("POST", "/v1/a2a/agents", agent_body(f"http://{host}:9/"))
+        detail = assert_problem(r, 422)["detail"]
+        assert "127.0.0.1 is outside A2AC_AGENT_NETWORKS" in detail
+        agent = await register(client, "http://10.1.2.3:9/")
+        r = await client.call(
+            "PATCH", f"/v1/a2a/agents/{agent}", {"endpointUrl": f"http://{host}/"}
+        )
+        assert "A2AC_AGENT_NETWORKS" in assert_problem(r, 422)["detail"]
+    assert await db.fetchval("SELECT endpoint_url FROM a2a_agents") == "http://10.1.2.3:9/"
+
+
 def test_literal_address_reads_every_ipv4_spelling() -> None:
     expected = ipaddress.ip_address("169.254.169.254")
     for spelling in ["169.254.169.254", "2852039166", "0251.0376.0251.0376", "0xA9FEA9FE"]:
@@ -157,6 +194,27 @@ def test_literal_address_reads_every_ipv4_spelling() -> None:
 
 
 # ---- call time ----------------------------------------------------------------------------
+
+
+def test_every_outbound_session_of_the_gateway_is_built_on_the_guarded_connector() -> None:
+    # Only the guard makes connectors, and no session goes without one (aiohttp's default is
+    # unguarded). The operator tools under ops/ call the gateway itself, not agents.
+    package = Path(a2a_continue.__file__).parent
+    unguarded = []
+    for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).parts[0] == "ops":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            given = {keyword.arg for keyword in node.keywords}
+            if (name == "TCPConnector" and path.name != "netguard.py") or (
+                name == "ClientSession" and "connector" not in given
+            ):
+                unguarded.append(f"{path.relative_to(package)}:{node.lineno} {name}")
+    assert unguarded == []
 
 
 class FixedResolver(AbstractResolver):
@@ -286,6 +344,29 @@ async def test_redirects_from_an_agent_are_not_followed(
     r = await client.call("POST", f"/v1/a2a/{agent}/messages", {"text": "hi"})
     assert_problem(r, 502)
     assert elsewhere.received == []
+
+
+@pytest.mark.parametrize("host", [*STORED_SPELLINGS, "[fd00:ec2::254]"])
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_a_stored_endpoint_spelling_a_refused_address_is_never_connected_to(
+    client: Client,
+    db: asyncpg.Connection,
+    fake_agent: StartFake,
+    sockets: Sockets,
+    host: str,
+    streaming: bool,
+) -> None:
+    fake = await fake_agent(Scripted())
+    agent = await register(client, fake.url, capabilities={"streaming": streaming})
+    port = int(fake.url.rstrip("/").rsplit(":", 1)[1])
+    # A row written past the guard, at the fake agent's own port: 0.0.0.0 would reach it.
+    await db.execute("UPDATE a2a_agents SET endpoint_url = $1", f"http://{host}:{port}/")
+    headers = {"Accept": "text/event-stream"} if streaming else {}
+    r = await client.call("POST", f"/v1/a2a/{agent}/messages", {"text": "hi"}, headers=headers)
+    problem = assert_problem(r, 502)
+    assert problem["type"].endswith(":agent-address-refused")
+    assert "address is refused" in problem["detail"]
+    assert fake.received == [] and sockets.to_port(port) == []
 
 
 @pytest.mark.parametrize("streaming", [False, True])

@@ -24,6 +24,8 @@ from tests.support.metrics import moved, scrape
 from tests.support.push import add_config, deliveries, fast_push, start_task
 from tests.support.receiver import Receiver, push_receiver
 from tests.support.servers import serve_aiohttp, serve_asgi
+from tests.support.sockets import Sockets
+from tests.support.spellings import FULLWIDTH_LOOPBACK, STORED_SPELLINGS
 from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
@@ -292,6 +294,58 @@ async def test_the_address_guard_is_checked_again_at_delivery(
         row = await eventually(refused, "a refused attempt")
     assert "refused address" in row["lastError"] and "A2AC_PUSH_NETWORKS" in row["lastError"]
     assert receiver.got == []
+
+
+async def refused_attempt(client: Client, agent: str, config: JSON) -> JSON:
+    """The config's first delivery once an attempt at it has failed."""
+
+    async def failed() -> JSON | None:
+        rows = await deliveries(client, agent, "T1", config["id"])
+        return rows[0] if rows and rows[0]["lastError"] else None
+
+    return await eventually(failed, "a failed attempt")
+
+
+@pytest.mark.parametrize("host", [*STORED_SPELLINGS, "①⑥⑨.②⑤④.①⑥⑨.②⑤④", "[fd00:ec2::254]"])
+async def test_a_stored_webhook_spelling_a_refused_address_is_refused_at_delivery(
+    push_client: Client,
+    db: asyncpg.Connection,
+    fake_agent: StartFake,
+    receiver: Receiver,
+    sockets: Sockets,
+    host: str,
+) -> None:
+    agent, config = await setup(push_client, fake_agent, receiver, task_v10("T1", "completed"))
+    port = int(receiver.url.split("/")[2].rsplit(":", 1)[1])
+    # A row written past the guard, at the receiver's own port: 0.0.0.0 would reach it.
+    await db.execute("UPDATE a2a_push_configs SET url = $1", f"http://{host}:{port}/hook")
+    await follow_up(push_client, agent)
+    row = await refused_attempt(push_client, agent, config)
+    assert row["lastError"].startswith("refused address: ")
+    assert receiver.got == [] and sockets.to_port(port) == []
+
+
+async def test_a_stored_fullwidth_loopback_webhook_outside_push_networks_is_refused_at_delivery(
+    settings: Settings,
+    db: asyncpg.Connection,
+    fake_agent: StartFake,
+    receiver: Receiver,
+    sockets: Sockets,
+) -> None:
+    app = create_app(fast_push(settings, push_networks=parse_networks("10.0.0.0/8")))
+    async with serve_asgi(app) as base, aiohttp.ClientSession() as session:
+        client = Client(base, session)
+        fake = await fake_agent(turns(task_v10("T1", "completed")))
+        agent = await register(client, fake.url)
+        await start_task(client, agent)
+        config = await add_config(client, agent, "T1", url="http://10.1.2.3:9/hook")
+        port = int(receiver.url.split("/")[2].rsplit(":", 1)[1])
+        url = f"http://{FULLWIDTH_LOOPBACK}:{port}/hook"
+        await db.execute("UPDATE a2a_push_configs SET url = $1", url)
+        await follow_up(client, agent)
+        row = await refused_attempt(client, agent, config)
+    assert row["lastError"] == "refused address: 127.0.0.1 is outside A2AC_PUSH_NETWORKS"
+    assert receiver.got == [] and sockets.to_port(port) == []
 
 
 async def test_a_receiver_that_hangs_never_holds_up_the_request_that_recorded_the_event(

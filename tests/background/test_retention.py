@@ -42,6 +42,9 @@ async def test_a_gateway_with_retention_days_prunes_old_terminal_tasks_and_count
         async def pruned() -> bool:
             return await task_ids(db) == {"recent"}
 
+        async def counted() -> bool:
+            # Counted once the deleting statement has returned, a moment after it committed.
+            return (await scrape(client))["a2ac_pruned_tasks_total", frozenset()] >= 1
+
         await eventually(pruned)
-        samples = await scrape(client)
-        assert samples["a2ac_pruned_tasks_total", frozenset()] >= 1
+        await eventually(counted)

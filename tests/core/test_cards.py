@@ -8,17 +8,23 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import asyncpg
+import msgspec
 import pytest
 from aiohttp import web
 
+from a2a_continue.app import create_app
 from a2a_continue.core.cards import MAX_CARD_BYTES, card_location, pick_interface
 from a2a_continue.ops.sample_agent import start_sample_agent
 from a2a_continue.ops.sample_card import sample_card
+from a2a_continue.settings import Settings, parse_networks
 from tests.support.client import Client, register, token
 from tests.support.ports import dead_url
 from tests.support.sdk_agent import run_sdk_agent
-from tests.support.servers import serve_aiohttp
+from tests.support.servers import serve_aiohttp, serve_asgi
+from tests.support.sockets import Sockets
+from tests.support.spellings import FULLWIDTH_LOOPBACK, STORED_SPELLINGS
 
 JSON = dict[str, Any]
 CARD = "/.well-known/agent-card.json"
@@ -466,3 +472,62 @@ async def test_a_card_naming_a_refused_endpoint_is_422(
     assert r.status == 422, r.raw
     assert r.json()["errors"][0]["loc"] == "$.endpointUrl"
     assert "link-local" in r.json()["errors"][0]["msg"]
+
+
+def not_json(fetched: list[str]) -> CardHandler:
+    """A listener that records each fetch and answers something that is no card."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        fetched.append(request.path)
+        return web.Response(text="<html>something answered</html>", content_type="text/html")
+
+    return handler
+
+
+@pytest.mark.parametrize("host", [*STORED_SPELLINGS, "①⑥⑨.②⑤④.①⑥⑨.②⑤④"])
+async def test_a_card_url_spelling_a_refused_address_says_so_and_is_never_fetched(
+    client: Client,
+    card_server: Callable[[CardHandler], Awaitable[str]],
+    db: asyncpg.Connection,
+    sockets: Sockets,
+    host: str,
+) -> None:
+    fetched: list[str] = []
+    port = int((await card_server(not_json(fetched))).rsplit(":", 1)[1])
+    url = f"http://{host}:{port}/"
+    msg = card_error(await register_card(client, url))
+    assert "its address is refused" in msg and "JSON" not in msg
+    agent_id = await register(client, "http://127.0.0.1:9/")
+    r = await client.call("PATCH", f"/v1/a2a/agents/{agent_id}", {"cardUrl": url})
+    assert "its address is refused" in card_error(r)
+    assert fetched == [] and sockets.to_port(port) == []
+    assert await agent_count(db) == 1
+
+
+@pytest.mark.parametrize("host", [FULLWIDTH_LOOPBACK, "localhost"])
+async def test_a_card_url_outside_agent_networks_says_refused_and_is_never_fetched(
+    settings: Settings,
+    db: asyncpg.Connection,
+    card_server: Callable[[CardHandler], Awaitable[str]],
+    sockets: Sockets,
+    host: str,
+) -> None:
+    fetched: list[str] = []
+    port = int((await card_server(not_json(fetched))).rsplit(":", 1)[1])
+    elsewhere = msgspec.structs.replace(settings, agent_networks=parse_networks("10.0.0.0/8"))
+    async with serve_asgi(create_app(elsewhere)) as base, aiohttp.ClientSession() as session:
+        msg = card_error(await register_card(Client(base, session), f"http://{host}:{port}/"))
+    assert "its address is refused" in msg and "A2AC_AGENT_NETWORKS" in msg
+    assert "JSON" not in msg
+    assert fetched == [] and sockets.to_port(port) == []
+
+
+async def test_a_card_naming_an_endpoint_in_unicode_digits_is_judged_by_its_address(
+    client: Client, card_server: Callable[[CardHandler], Awaitable[str]], db: asyncpg.Connection
+) -> None:
+    base = await card_server(serving(sample_card("http://①⑥⑨.②⑤④.①⑥⑨.②⑤④/", "1.0")))
+    r = await register_card(client, base)
+    assert r.status == 422, r.raw
+    assert r.json()["errors"][0]["loc"] == "$.endpointUrl"
+    assert "169.254.169.254 is link-local" in r.json()["errors"][0]["msg"]
+    assert await agent_count(db) == 0

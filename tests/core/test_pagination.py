@@ -1,4 +1,4 @@
-"""Cursors whose decoded values the database cannot hold are 422, never 500."""
+"""Cursors: one this service did not write is 422 (never 500), validated like any query value."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import uuid
 import msgspec
 import pytest
 
+from a2a_continue.core.pagination import cursor_param
+from a2a_continue.errors import InvalidQuery
 from tests.support.client import Client, register
 
 
@@ -23,11 +25,18 @@ BAD_CURSORS = {
     "year-zero": cursor("0000-01-01T00:00:00+00:00", str(uuid.uuid4())),
     "not-a-uuid": cursor("2024-01-01T00:00:00+00:00", "1" * 40),
     "huge-number": base64.urlsafe_b64encode(b"[1e400, 1]").decode(),
+    # Lenient decoders: U+0000 as the date-time separator, a UUID braced or as a URN, bytes
+    # outside base64url's alphabet (which the plain decoder skips).
+    "nul-in-the-time": cursor("2024-01-01\u000012:00:00+00:00", str(uuid.uuid4())),
+    "braced-uuid": cursor("2024-01-01T12:00:00+00:00", f"{{{uuid.uuid4()}}}"),
+    "urn-uuid": cursor("2024-01-01T12:00:00+00:00", uuid.uuid4().urn),
+    "other-offset": cursor("2024-01-01T14:00:00+02:00", str(uuid.uuid4())),
+    "outside-the-alphabet": "!" + cursor("2024-01-01T12:00:00+00:00", str(uuid.uuid4())),
 }
 
 
 @pytest.mark.parametrize("name", sorted(BAD_CURSORS))
-async def test_cursor_the_database_cannot_hold_is_422_on_both_listings(
+async def test_a_cursor_this_service_did_not_write_is_422_on_both_listings(
     client: Client, name: str
 ) -> None:
     agent = await register(client, "http://127.0.0.1:9/")
@@ -45,3 +54,20 @@ async def test_integers_past_any_column_are_422(client: Client, param: str) -> N
     r = await client.call("GET", f"{path}?{param}={2**70}")
     assert r.status == 422, r.raw
     assert r.headers["Content-Type"].startswith("application/problem+json")
+
+
+def test_a_cursor_holding_u0000_is_refused_as_any_query_value_is() -> None:
+    issued = cursor("2024-01-01T12:00:00+00:00", str(uuid.uuid4()))
+    with pytest.raises(InvalidQuery) as refused:
+        cursor_param({"cursor": issued[:4] + "\x00" + issued[4:]})
+    assert refused.value.extra["errors"] == [
+        {"loc": "$.query.cursor", "msg": "must not contain U+0000"}
+    ]
+
+
+def test_a_cursor_as_this_service_writes_it_is_taken_with_or_without_padding() -> None:
+    row = uuid.uuid4()
+    issued = cursor("2024-01-01T12:00:00.250000+00:00", str(row))
+    for given in (issued, issued + "=" * (-len(issued) % 4)):
+        at, after = cursor_param({"cursor": given})
+        assert (at.isoformat(), after) == ("2024-01-01T12:00:00.250000+00:00", row)

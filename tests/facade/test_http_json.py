@@ -178,6 +178,22 @@ async def test_a_0_3_send_in_snake_case_is_read_as_the_protobuf_json_allows(
     assert sent["params"]["configuration"]["acceptedOutputModes"] == ["text/plain"]
 
 
+async def test_a_0_3_request_with_one_field_in_both_spellings_is_a_400_naming_it(
+    client: Client, fake_agent: StartFake
+) -> None:
+    agent = await fake_agent(WeatherFake("0.3"))
+    agent_id = await register(client, agent.url, "0.3")
+    message = {"message_id": "m-1", "messageId": "m-1", "role": "ROLE_USER",
+               "content": [{"text": "weather?"}]}  # fmt: skip
+    r = await client.call("POST", f"/a2a/{agent_id}/v1/message:send", {"request": message})
+    assert (r.status, r.json()["type"]) == (400, "InvalidParamsError")
+    assert r.json()["message"].startswith("$.params.request.messageId: is given twice")
+    r = await client.call("GET", f"/a2a/{agent_id}/v1/tasks/T1?history_length=1&historyLength=1")
+    assert (r.status, r.json()["type"]) == (400, "InvalidParamsError")
+    assert r.json()["message"].startswith("$.query.historyLength: is given twice")
+    assert agent.received == []
+
+
 @pytest.mark.parametrize("version", ["1.0", "0.3"])
 async def test_a_retried_send_is_answered_from_the_kept_answer(
     client: Client, fake_agent: StartFake, version: str

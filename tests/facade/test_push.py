@@ -18,7 +18,7 @@ from a2a.types.a2a_pb2 import (
 )
 
 from a2a_continue.app import create_app
-from a2a_continue.settings import Settings
+from a2a_continue.settings import Settings, parse_networks
 from tests.support.client import Client, register, token
 from tests.support.facade_clients import rpc, sdk_client
 from tests.support.fakes import Scripted, StartFake, rpc_result, task_v10
@@ -26,6 +26,7 @@ from tests.support.push import deliveries, fast_push, start_task
 from tests.support.receiver import Receiver, push_receiver
 from tests.support.rpc import message_v03, message_v10
 from tests.support.servers import serve_asgi
+from tests.support.spellings import FULLWIDTH_LOOPBACK, REFUSED_SPELLINGS
 from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
@@ -130,6 +131,66 @@ async def test_a_link_local_webhook_is_invalid_params(
     params = {"taskId": "T1", "url": "http://169.254.169.254/hook"}
     r = await rpc(push_client, agent, "CreateTaskPushNotificationConfig", params, version="1.0")
     assert r.json()["error"]["code"] == -32602
+
+
+@pytest.mark.parametrize("host", sorted(REFUSED_SPELLINGS))
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_a_webhook_spelling_a_refused_address_is_invalid_params(
+    push_client: Client, fake_agent: StartFake, db: asyncpg.Connection, host: str, version: str
+) -> None:
+    agent = await agent_with_task(push_client, fake_agent)
+    url = f"http://{host}:8080/hook"
+    if version == "1.0":
+        method, params = "CreateTaskPushNotificationConfig", {"taskId": "T1", "url": url}
+    else:
+        method = "tasks/pushNotificationConfig/set"
+        params = {"taskId": "T1", "pushNotificationConfig": {"url": url}}
+    error = (await rpc(push_client, agent, method, params, version=version)).json()["error"]
+    assert error["code"] == -32602 and REFUSED_SPELLINGS[host] in error["message"]
+    assert await db.fetchval("SELECT count(*) FROM a2a_push_configs") == 0
+
+
+@pytest.mark.parametrize("host", sorted(REFUSED_SPELLINGS))
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_an_inline_webhook_spelling_a_refused_address_is_refused_before_the_agent_is_called(
+    push_client: Client, fake_agent: StartFake, db: asyncpg.Connection, host: str, version: str
+) -> None:
+    fake = await fake_agent(Scripted(start=lambda r: task_v10("T1", "input-required")))
+    agent = await register(push_client, fake.url)
+    config = {"url": f"http://{host}:8080/hook"}
+    if version == "1.0":
+        method, params = "SendMessage", message_v10("weather?")
+        params["configuration"] = {"taskPushNotificationConfig": config}
+    else:
+        method, params = "message/send", message_v03("weather?")
+        params["configuration"] = {"pushNotificationConfig": config}
+    error = (await rpc(push_client, agent, method, params, version=version)).json()["error"]
+    assert error["code"] == -32602 and REFUSED_SPELLINGS[host] in error["message"]
+    assert fake.received == []
+    assert await db.fetchval("SELECT count(*) FROM a2a_push_configs") == 0
+
+
+async def test_push_networks_judge_fullwidth_loopback_as_loopback_in_the_facade(
+    settings: Settings, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    elsewhere = fast_push(settings, push_networks=parse_networks("10.0.0.0/8"))
+    async with serve_asgi(create_app(elsewhere)) as base, aiohttp.ClientSession() as session:
+        client = Client(base, session)
+        fake = await fake_agent(Scripted(start=lambda r: task_v10("T1", "input-required")))
+        agent = await register(client, fake.url)
+        params = message_v10("weather?")
+        config = {"url": f"http://{FULLWIDTH_LOOPBACK}:9/hook"}
+        params["configuration"] = {"taskPushNotificationConfig": config}
+        inline = (await rpc(client, agent, "SendMessage", params, version="1.0")).json()
+        await start_task(client, agent)
+        params = {"taskId": "T1", **config}
+        method = "CreateTaskPushNotificationConfig"
+        created = (await rpc(client, agent, method, params, version="1.0")).json()
+    for answer in (inline, created):
+        assert answer["error"]["code"] == -32602
+        assert "127.0.0.1 is outside A2AC_PUSH_NETWORKS" in answer["error"]["message"]
+    assert len(fake.received) == 1  # the start the test made, not the refused inline one
+    assert await db.fetchval("SELECT count(*) FROM a2a_push_configs") == 0
 
 
 async def test_a_token_no_header_could_carry_is_invalid_params_before_the_agent_is_called(

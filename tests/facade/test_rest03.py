@@ -3,6 +3,9 @@ shapes: parts of every kind, roles, states, and the wrapping of answers."""
 
 from __future__ import annotations
 
+import pytest
+
+from a2a_continue.a2a.protojson import BothNames
 from a2a_continue.facade import rest03
 
 
@@ -40,6 +43,21 @@ def test_a_send_in_protobuf_json_reads_as_message_send_params() -> None:
     ]
     assert message["metadata"] == {"trace_id": "keep-me"}  # the client's own keys, untouched
     assert params["configuration"] == {"historyLength": 2, "blocking": True}
+
+
+def test_a_field_in_both_spellings_is_refused_but_free_form_json_is_the_client_s() -> None:
+    message = {"content": [{"text": "hi"}], "metadata": {"trace_id": 1, "traceId": 2}}
+    assert rest03.send_params({"message": message})["message"]["metadata"] == {
+        "trace_id": 1,
+        "traceId": 2,
+    }
+    body = {"configuration": {"accepted_output_modes": [], "acceptedOutputModes": []}}
+    with pytest.raises(BothNames) as refused:
+        rest03.send_params(body)
+    assert refused.value.loc == "$.params.configuration.acceptedOutputModes"
+    assert refused.value.msg.startswith(
+        "is given twice, as accepted_output_modes and acceptedOutputModes"
+    )
 
 
 def test_a_task_is_written_in_protobuf_json() -> None:

@@ -5,10 +5,16 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 
+import aiohttp
 import asyncpg
+import jwt
+import msgspec
 
+from a2a_continue.app import create_app
 from a2a_continue.core.console_codes import create_code
+from a2a_continue.settings import Settings
 from tests.support.client import Client, assert_problem
+from tests.support.servers import serve_asgi
 
 
 class _Page(HTMLParser):
@@ -91,6 +97,24 @@ async def test_a_code_is_exchanged_once_for_a_token_that_works(
     problem = assert_problem(again, 400)
     assert problem["title"] == "Sign-in link refused"
     assert "already used" in problem["detail"]
+
+
+async def test_the_sign_in_token_carries_the_issuer_and_audience_the_gateway_checks(
+    settings: Settings, db: asyncpg.Connection
+) -> None:
+    checking = msgspec.structs.replace(
+        settings, jwt_issuer="https://idp.example.com", jwt_audience="a2a-gateway"
+    )
+    code = await create_code(db, "admin@localhost", True, 60)
+    async with serve_asgi(create_app(checking)) as base, aiohttp.ClientSession() as session:
+        client = Client(base, session)
+        r = await client.call("POST", "/console/sign-in", {"code": code}, bearer=None)
+        assert r.status == 200, r.raw
+        token = r.json()["token"]
+        claims = jwt.decode(token, options={"verify_signature": False})
+        assert (claims["iss"], claims["aud"]) == ("https://idp.example.com", "a2a-gateway")
+        agents = await client.call("GET", "/v1/a2a/agents", bearer=token)
+        assert agents.status == 200, agents.raw
 
 
 async def test_a_sign_in_body_without_a_code_is_422(client: Client) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,11 +13,12 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from a2a_continue.app import create_app
-from a2a_continue.settings import Settings
+from a2a_continue.settings import Settings, parse_networks
 from tests.support.client import Client, assert_problem, register, token
 from tests.support.fakes import Scripted, StartFake, task_v10
 from tests.support.push import add_config, fast_push, start_task
 from tests.support.servers import serve_asgi
+from tests.support.spellings import FULLWIDTH_LOOPBACK, REFUSED_SPELLINGS
 from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
@@ -112,6 +114,38 @@ async def test_a_link_local_webhook_is_refused_with_422(
         assert problem["errors"][0]["loc"] == "$.url"
 
 
+@pytest.mark.parametrize("host", sorted(REFUSED_SPELLINGS))
+async def test_a_webhook_spelling_a_refused_address_is_refused_with_422(
+    push_client: Client, fake_agent: StartFake, db: asyncpg.Connection, host: str
+) -> None:
+    agent, task = await task_of(push_client, fake_agent)
+    base = f"/v1/a2a/{agent}/tasks/{task}/push-configs"
+    r = await push_client.call("POST", base, {"url": f"http://{host}:8080/hook"})
+    (error,) = assert_problem(r, 422)["errors"]
+    assert error["loc"] == "$.url" and REFUSED_SPELLINGS[host] in error["msg"]
+    assert await db.fetchval("SELECT count(*) FROM a2a_push_configs") == 0
+
+
+@pytest.mark.parametrize(
+    ("networks", "created"), [("10.0.0.0/8", False), ("127.0.0.0/8", True), ("", True)]
+)
+async def test_push_networks_judge_a_fullwidth_loopback_webhook_as_loopback(
+    settings: Settings, db: asyncpg.Connection, fake_agent: StartFake, networks: str, created: bool
+) -> None:
+    only = fast_push(settings, push_dispatch=False, push_networks=parse_networks(networks))
+    async with serve_asgi(create_app(only)) as base, aiohttp.ClientSession() as session:
+        client = Client(base, session)
+        agent, task = await task_of(client, fake_agent)
+        url = f"http://{FULLWIDTH_LOOPBACK}:9/hook"
+        r = await client.call("POST", f"/v1/a2a/{agent}/tasks/{task}/push-configs", {"url": url})
+    if created:
+        assert r.status == 201, r.raw
+    else:
+        (error,) = assert_problem(r, 422)["errors"]
+        assert "127.0.0.1 is outside A2AC_PUSH_NETWORKS" in error["msg"]
+    assert await db.fetchval("SELECT count(*) FROM a2a_push_configs") == int(created)
+
+
 async def test_a_token_or_credentials_no_header_could_carry_are_refused_with_422(
     push_client: Client, fake_agent: StartFake, db: asyncpg.Connection
 ) -> None:
@@ -186,3 +220,37 @@ async def test_configs_and_deliveries_go_with_their_task(
     await db.execute("DELETE FROM a2a_tasks")
     assert await db.fetchval("SELECT count(*) FROM a2a_push_configs") == 0
     assert await db.fetchval("SELECT count(*) FROM a2a_push_deliveries") == 0
+
+
+async def test_deliveries_page_by_cursor_and_a_cursor_not_issued_is_422(
+    push_client: Client, fake_agent: StartFake
+) -> None:
+    fake = await fake_agent(
+        Scripted(follow_up=lambda r: task_v10("T1", "input-required", text="Which day?"))
+    )
+    agent = await register(push_client, fake.url)
+    task = await start_task(push_client, agent)
+    config = await add_config(push_client, agent, task, url="http://127.0.0.1:9/hook")
+    for text in ("Paris", "Monday"):
+        r = await push_client.call("POST", f"/v1/a2a/{agent}/tasks/{task}/messages", {"text": text})
+        assert r.status == 200, r.raw
+    path = f"/v1/a2a/{agent}/tasks/{task}/push-configs/{config['id']}/deliveries"
+    seen: list[tuple[int, str]] = []
+    query = "?limit=1"
+    while True:
+        page = (await push_client.call("GET", path + query)).json()
+        seen += [(d["seq"], d["id"]) for d in page["deliveries"]]
+        if page["nextCursor"] is None:
+            break
+        query = f"?limit=1&cursor={page['nextCursor']}"
+    everything = (await push_client.call("GET", path)).json()["deliveries"]
+    assert len(seen) >= 2
+    assert seen == [(d["seq"], d["id"]) for d in everything]
+
+    def encoded(text: str) -> str:
+        return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+    for bad in ("99999999999.0", "1.-1", " 1.0", "1.0.0", "\u0661.0", "1.0\x00"):
+        r = await push_client.call("GET", f"{path}?cursor={encoded(bad)}")
+        problem = assert_problem(r, 422)
+        assert problem["errors"][0]["loc"] == "$.query.cursor", bad

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -22,6 +23,8 @@ from tests.support.client import JWT_SECRET, Client
 from tests.support.identity import AUDIENCE, ISSUER, Keys, idp, refused, whoami
 from tests.support.ports import dead_url
 from tests.support.servers import serve_aiohttp, serve_asgi
+from tests.support.sockets import Sockets
+from tests.support.spellings import REFUSED_SPELLINGS
 
 JSON = dict[str, Any]
 
@@ -322,6 +325,26 @@ def test_token_settings_are_read_from_their_variables() -> None:
 def test_a_jwks_url_that_is_not_http_is_refused() -> None:
     with pytest.raises(SettingsError, match="A2AC_JWKS_URL must be an http"):
         load_settings({"A2AC_JWKS_URL": "file:///etc/keys.json"})
+
+
+@pytest.mark.parametrize("host", sorted(REFUSED_SPELLINGS))
+def test_a_jwks_url_at_a_refused_address_stops_the_start(settings: Settings, host: str) -> None:
+    changed = msgspec.structs.replace(settings, jwks_url=f"http://{host}/jwks.json")
+    with pytest.raises(SettingsError, match="A2AC_JWKS_URL is at a refused address"):
+        TokenVerifier(changed)
+    with pytest.raises(SettingsError, match=re.escape(REFUSED_SPELLINGS[host])):
+        create_app(changed)
+
+
+async def test_the_key_set_is_fetched_through_the_address_guard(
+    gateway: GatewayFactory, keys: tuple[Keys, str], sockets: Sockets
+) -> None:
+    idp_keys, url = keys
+    async with gateway(**idp(url)) as client:
+        r = await whoami(client, idp_keys.sign("rsa-1"))
+    assert r.status == 201, r.raw
+    # The guarded connectors' sockets are the ones the tests record.
+    assert sockets.to_port(int(url.split("/")[2].rsplit(":", 1)[1])) == ["127.0.0.1"]
 
 
 async def test_an_idp_token_with_nul_in_sub_or_groups_is_401(

@@ -30,6 +30,7 @@ CSP = (
 HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",
 }
@@ -70,7 +71,14 @@ async def sign_in(request: Request) -> Response:
         caller = await console_codes.take_code(conn, body.code)
     if caller is None:
         raise CodeRefused("this sign-in link is unknown, already used or expired")
-    signed = console_codes.sign_in(caller, gw.settings.jwt_secret, gw.settings.console_token_ttl_s)
+    settings = gw.settings
+    signed = console_codes.sign_in(
+        caller,
+        settings.jwt_secret,
+        settings.console_token_ttl_s,
+        issuer=settings.jwt_issuer,
+        audience=settings.jwt_audience,
+    )
     answer = json_response(signed)
     answer.headers["Cache-Control"] = "no-store"
     return answer
