@@ -114,13 +114,17 @@ async def start_task(
     gw: Gateway, caller: Caller, agent_id: uuid.UUID, body: StartBody
 ) -> Forwarded:
     """Send a first message to an agent; store the task it starts for the caller."""
-    start = await begin_start(gw, caller, agent_id, body)
-    reply, answer = await exchange(gw, start.target, start.payload())
+    return await send_start(await begin_start(gw, caller, agent_id, body))
+
+
+async def send_start(start: Start) -> Forwarded:
+    """Send a checked start as one blocking call; store the task it starts for the caller."""
+    reply, answer = await exchange(start.gw, start.target, start.payload())
     task = answer.answered
     if task is None:
         return Forwarded(reply.raw, None, answer)
     state = await start.store(task)
-    await after_send(gw, agent_id, answer, returns_immediately(body))
+    await after_send(start.gw, start.agent["agent_id"], answer, returns_immediately(start.body))
     return Forwarded(reply.raw, state, answer)
 
 

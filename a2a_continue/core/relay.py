@@ -28,7 +28,7 @@ from a2a_continue.core.claims import release_claim, renew_claim
 from a2a_continue.core.continuation import FollowUp, begin_follow_up, send_follow_up
 from a2a_continue.core.exchange import Forwarded, exchange_stream
 from a2a_continue.core.idempotency import KeyHold
-from a2a_continue.core.invoke import Start, begin_start, start_task
+from a2a_continue.core.invoke import Start, begin_start, send_start
 from a2a_continue.core.models import ContinueBody, StartBody
 from a2a_continue.core.tasks import record_outcome
 from a2a_continue.core.updates import record_update
@@ -350,7 +350,11 @@ async def stream_start(
     """Start a task with a streamed answer; the first failure before any frame is raised."""
     start = await begin_start(gw, caller, agent_id, body)
     if not can_stream(start.agent):
-        return single(await start_task(gw, caller, agent_id, body))
+        result = await send_start(start)
+        if key is not None and result.answer.answered is not None:
+            # The one event names the task as a stream's first frame would: retries go there.
+            await key.mark_streamed(result.answer.answered.id)
+        return single(result)
     recorder = StartRecorder(start, key)
     return await _open(gw, start.target, start.payload(streaming=True), recorder)
 
