@@ -6,6 +6,9 @@ import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
+
+import msgspec
 
 from a2a_continue.a2a import protocol
 from a2a_continue.a2a.downstream import AgentTarget
@@ -19,7 +22,7 @@ from a2a_continue.core.exchange import (
     send_payload,
 )
 from a2a_continue.core.handover import after_send, returns_immediately
-from a2a_continue.core.models import StartBody, TaskOut, check_send_body
+from a2a_continue.core.models import StartBody, TaskOut, check_send_body, decode_body
 from a2a_continue.core.task_reads import find_task, task_out
 from a2a_continue.core.tasks import record_new_task, record_outcome
 from a2a_continue.errors import (
@@ -27,6 +30,7 @@ from a2a_continue.errors import (
     BadRequest,
     DatabaseUnavailable,
     Forbidden,
+    Invalid,
     NotCancelable,
     TaskTerminal,
 )
@@ -37,6 +41,26 @@ from a2a_continue.runtime.gateway import Gateway
 log = logging.getLogger(__name__)
 
 NOT_CANCELABLE = -32002
+
+
+def decode_start(raw: bytes, agent_id: uuid.UUID) -> StartBody:
+    """Decode a start's body (422); a `taskId` beside the message is shown where it belongs."""
+    try:
+        return decode_body(raw, StartBody)
+    except Invalid as error:
+        problem = error.extra["errors"][0]
+        if (problem["loc"], problem["msg"]) != ("$", "Object contains unknown field `taskId`"):
+            raise
+        task_id = msgspec.json.decode(raw).get("taskId")
+        named = isinstance(task_id, str) and task_id
+        url = f"/v1/a2a/{agent_id}/tasks/{quote(task_id, safe='') if named else '{taskId}'}"
+        msg = (
+            "a start names no task (unknown field `taskId`): to continue a task, POST the"
+            f" message to {url}/messages"
+        )
+        refused = Invalid([{"loc": "$.taskId", "msg": msg}])
+        refused.extra["continueUrl"] = url + "/messages"
+        raise refused from None
 
 
 def check_start(agent_id: uuid.UUID, caller: Caller, body: StartBody) -> None:

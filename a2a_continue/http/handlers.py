@@ -27,7 +27,6 @@ from a2a_continue.core.models import (
     AgentPatch,
     CancelBody,
     ContinueBody,
-    StartBody,
     decode_body,
     encode,
 )
@@ -171,8 +170,8 @@ async def delete_agent(request: Request) -> Response:
 async def start_task(request: Request) -> Response:
     """Send a first message to an agent."""
     raw = await read_body(request)
-    body = decode_body(raw, StartBody)
     gw, caller, agent_id = gateway_of(request), caller_of(request), agent_id_of(request)
+    body = invoke.decode_start(raw, agent_id)
     async with idempotency.for_request(request, raw, "start") as held_key:
         if sse.wants_stream(request):
             return held_key.keep(
