@@ -25,6 +25,7 @@ from a2a_continue.core.exchange import (
 from a2a_continue.core.handover import after_send, returns_immediately
 from a2a_continue.core.idempotency import KeyHold
 from a2a_continue.core.models import ContinueBody, Message, check_send_body
+from a2a_continue.core.task_reads import require_visible_tasks
 from a2a_continue.core.tasks import record_claimed_outcome, record_new_task, record_outcome
 from a2a_continue.errors import (
     AgentBadAnswer,
@@ -325,6 +326,9 @@ async def begin_follow_up(
     check_send_body(body)
     check_role(body.message)
     check_owned_ids(body.message, task_id)
+    if body.message is not None and body.message.reference_task_ids:
+        async with gw.connection() as conn:
+            await require_visible_tasks(conn, caller, agent_id, body.message.reference_task_ids)
     client_context = body.message.context_id if body.message else None
     claim = uuid.uuid4()
     row = await claim_task(gw, caller, agent_id, task_id, client_context, claim, key)

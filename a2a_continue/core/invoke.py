@@ -14,6 +14,7 @@ from a2a_continue.a2a import protocol
 from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.core.agents import visible_agent_row
 from a2a_continue.core.callers import Caller
+from a2a_continue.core.contexts import join_context
 from a2a_continue.core.exchange import (
     Forwarded,
     check_role,
@@ -23,7 +24,7 @@ from a2a_continue.core.exchange import (
 )
 from a2a_continue.core.handover import after_send, returns_immediately
 from a2a_continue.core.models import StartBody, TaskOut, check_send_body, decode_body
-from a2a_continue.core.task_reads import find_task, task_out
+from a2a_continue.core.task_reads import find_task, require_visible_tasks, task_out
 from a2a_continue.core.tasks import record_new_task, record_outcome
 from a2a_continue.errors import (
     AgentBadAnswer,
@@ -35,7 +36,7 @@ from a2a_continue.errors import (
     TaskTerminal,
 )
 from a2a_continue.obs.telemetry import note_task
-from a2a_continue.runtime.db import Record
+from a2a_continue.runtime.db import Conn, Record
 from a2a_continue.runtime.gateway import Gateway
 
 log = logging.getLogger(__name__)
@@ -130,8 +131,21 @@ async def begin_start(gw: Gateway, caller: Caller, agent_id: uuid.UUID, body: St
     check_start(agent_id, caller, body)
     async with gw.connection() as conn:
         agent = await visible_agent_row(conn, caller, agent_id)
+        await check_links(conn, caller, agent_id, body)
     target = gw.target(agent)
     return Start(gw, caller, agent, target, body, str(uuid.uuid4()))
+
+
+async def check_links(conn: Conn, caller: Caller, agent_id: uuid.UUID, body: StartBody) -> None:
+    """A start's message may name only what the caller can see (404 otherwise): the tasks it
+    references, and its context, unless that context is new to the agent (then it is theirs)."""
+    message = body.message
+    if message is None:
+        return
+    if message.reference_task_ids:
+        await require_visible_tasks(conn, caller, agent_id, message.reference_task_ids)
+    if message.context_id is not None:
+        await join_context(conn, caller, agent_id, message.context_id, body.team_id)
 
 
 async def start_task(

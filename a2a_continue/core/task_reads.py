@@ -89,6 +89,25 @@ async def find_task(conn: Conn, caller: Caller, agent_id: uuid.UUID, task_id: st
     return row
 
 
+# Which of the task ids $5 name visible tasks of the agent.
+VISIBLE_TASK_IDS = f"""
+SELECT t.task_id FROM a2a_tasks t JOIN a2a_agents a ON a.id = t.agent_id
+WHERE t.agent_id = $4 AND t.task_id = ANY($5::text[]) AND {TASK_VISIBLE}
+"""
+
+
+async def require_visible_tasks(
+    conn: Conn, caller: Caller, agent_id: uuid.UUID, task_ids: list[str]
+) -> None:
+    """Raise 404, as for one task, unless every id names a task of the agent the caller sees."""
+    wanted = list(dict.fromkeys(task_ids))
+    rows = await conn.fetch(VISIBLE_TASK_IDS, *caller.scope_args(), agent_id, wanted)
+    seen = {row["task_id"] for row in rows}
+    missing = next((task_id for task_id in wanted if task_id not in seen), None)
+    if missing is not None:
+        raise NotFound(f"referenced task {missing!r} not found")
+
+
 async def get_task(conn: Conn, caller: Caller, agent_id: uuid.UUID, task_id: str) -> TaskOut:
     """Return one visible task."""
     return task_out(await find_task(conn, caller, agent_id, task_id))
