@@ -15,3 +15,11 @@ CREATE TABLE a2a_contexts (
 );
 
 CREATE INDEX a2a_contexts_age ON a2a_contexts (created_at);
+
+-- The time of a task's current status: when the gateway recorded it (the createdAt of the
+-- event that recorded it), kept until the state or the status message changes. It is the one
+-- status timestamp the façade shows for the task, whichever method shows it (the agent's own
+-- timestamps vary with the method it answers). Rows recorded before this column read their
+-- last update's time until their status next changes. Not indexed: a write that sets it stays
+-- a heap-only update.
+ALTER TABLE a2a_tasks ADD COLUMN status_at timestamptz;

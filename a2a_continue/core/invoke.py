@@ -99,14 +99,14 @@ class Start:
         """How long the claim of a streamed start lives unless renewed (as a follow-up's)."""
         return self.target.timeout_s + self.gw.settings.claim_margin_s
 
-    async def store(self, task: protocol.AgentTask, claim: uuid.UUID | None = None) -> str:
+    async def store(self, task: protocol.AgentTask, claim: uuid.UUID | None = None) -> Record:
         """Record the task the agent started for the caller (its `task_created`); with
-        ``claim``, claim it in the same statement."""
+        ``claim``, claim it in the same statement. Return its row's id, state and status time."""
         agent_id = self.agent["agent_id"]
         note_task(agent_id, task.id)
         try:
             async with self.gw.connection() as conn:
-                state = await record_new_task(
+                row = await record_new_task(
                     conn,
                     agent_id,
                     task,
@@ -121,9 +121,9 @@ class Start:
             raise DatabaseUnavailable(
                 "the agent answered but the task could not be stored"
             ) from None
-        if state is None:
+        if row is None:
             raise AgentBadAnswer(f"the agent answered with task {task.id!r} of another caller")
-        return state
+        return row
 
 
 async def begin_start(gw: Gateway, caller: Caller, agent_id: uuid.UUID, body: StartBody) -> Start:
@@ -161,13 +161,18 @@ async def send_start(start: Start) -> Forwarded:
     task = answer.answered
     if task is None:
         return Forwarded(reply.raw, None, answer)
-    state = await start.store(task)
+    row = await start.store(task)
     await after_send(start.gw, start.agent["agent_id"], answer, returns_immediately(start.body))
-    return Forwarded(reply.raw, state, answer)
+    return Forwarded(reply.raw, row["state"], answer, row["status_at"])
 
 
 async def cancel_task(gw: Gateway, caller: Caller, agent_id: uuid.UUID, task_id: str) -> TaskOut:
     """Ask the agent to cancel a task and store the state it reports."""
+    return task_out(await cancel_task_row(gw, caller, agent_id, task_id))
+
+
+async def cancel_task_row(gw: Gateway, caller: Caller, agent_id: uuid.UUID, task_id: str) -> Record:
+    """Cancel as ``cancel_task`` does; return the stored task's row."""
     async with gw.connection() as conn:
         row = await find_task(conn, caller, agent_id, task_id)
     if protocol.is_terminal_task_state(row["state"]):
@@ -201,4 +206,4 @@ async def cancel_task(gw: Gateway, caller: Caller, agent_id: uuid.UUID, task_id:
             actor=caller.sub,
             data={},
         )
-    return task_out(stored)
+    return stored

@@ -394,8 +394,11 @@ async def test_storing_a_task_again_never_overwrites_a_terminal_state(
     artifacts = [{"parts": [{"text": "Sunny"}]}]
     done = AgentTask("task-1", "ctx-1", "completed", None, artifacts)
     again = AgentTask("task-1", "ctx-1", "working", {"parts": [{"text": "busy"}]}, [])
-    assert await record_new_task(db, agent, done, "alice@example.com", None, {}) == "completed"
-    assert await record_new_task(db, agent, again, "alice@example.com", None, {}) == "completed"
+    first = await record_new_task(db, agent, done, "alice@example.com", None, {})
+    second = await record_new_task(db, agent, again, "alice@example.com", None, {})
+    assert first is not None and second is not None
+    assert (first["state"], second["state"]) == ("completed", "completed")
+    assert second["status_at"] == first["status_at"]
     row = await db.fetchrow("SELECT * FROM a2a_tasks")
     assert row is not None
     assert (row["state"], row["status_message"], row["artifacts"]) == ("completed", None, artifacts)
