@@ -106,6 +106,18 @@ class AgentBadAnswer(AppError):
     status, slug, title = 502, "agent-bad-answer", "The agent answered with something unusable"
 
 
+class AgentError(AppError):
+    """The agent answered a send with a JSON-RPC error, and the caller asked for the task."""
+
+    status, slug, title = 502, "agent-error", "The agent answered with an error"
+
+
+class AgentStartedNoTask(AppError):
+    """The agent answered a start with a message, and the caller asked for the task."""
+
+    status, slug, title = 502, "agent-started-no-task", "The agent started no task"
+
+
 class AgentTimeout(AppError):
     status, slug, title = 504, "agent-timeout", "The agent did not answer in time"
 

@@ -99,3 +99,5 @@ AGENT_VISIBLE = (
     " OR (a.visibility = 'team' AND a.team_id = ANY($2::text[])) OR $3::boolean)"
 )
 TASK_VISIBLE = f"({AGENT_VISIBLE} AND (t.owner = $1 OR t.team_id = ANY($2::text[]) OR $3::boolean))"
+# A context a caller named on a start (`a2a_contexts c`), held as a task is: owner, team, admin.
+CONTEXT_VISIBLE = "(c.owner = $1 OR c.team_id = ANY($2::text[]) OR $3::boolean)"

@@ -25,7 +25,13 @@ from a2a_continue.core.exchange import (
 from a2a_continue.core.handover import after_send, returns_immediately
 from a2a_continue.core.idempotency import KeyHold
 from a2a_continue.core.models import ContinueBody, Message, check_send_body
-from a2a_continue.core.tasks import record_claimed_outcome, record_new_task, record_outcome
+from a2a_continue.core.task_reads import require_visible_tasks
+from a2a_continue.core.tasks import (
+    Stored,
+    record_claimed_outcome,
+    record_new_task,
+    record_outcome,
+)
 from a2a_continue.errors import (
     AgentBadAnswer,
     AgentTimeout,
@@ -161,7 +167,7 @@ class FollowUp:
             log.exception("could not log the failed follow-up to task %s", self.row["row_id"])
             await self.release()
 
-    async def answered(self, answer: Update) -> str:
+    async def answered(self, answer: Update) -> Stored:
         """Store the agent's answer and release the claim; return the state to report.
 
         Nothing here fails the request: the agent already has the message.
@@ -184,9 +190,9 @@ class FollowUp:
                 # The claim stays: the answer is recorded once the database takes it, and no
                 # other follow-up gets in between.
                 self.gw.in_background(self._record_later(outcome_of(task), data))
-            return task.state if task else str(self.row["now"])
+            return Stored(task.state if task else str(self.row["now"]))
 
-    async def _continued(self, task: protocol.AgentTask | None, data: dict[str, Any]) -> str:
+    async def _continued(self, task: protocol.AgentTask | None, data: dict[str, Any]) -> Stored:
         outcome = outcome_of(task)
 
         async def store(conn: Conn, with_event: bool) -> Record:
@@ -208,13 +214,13 @@ class FollowUp:
             except Exception:
                 log.exception("could not log the follow-up to task %s", self.row["row_id"])
                 stored = await store(conn, with_event=False)
-        return str(stored["state"])
+        return Stored(str(stored["state"]), stored["status_at"])
 
-    async def _redirected(self, task: protocol.AgentTask, data: dict[str, Any]) -> str:
+    async def _redirected(self, task: protocol.AgentTask, data: dict[str, Any]) -> Stored:
         """The agent answered with another task: record it for the caller and link the two."""
         original = self.row["task_id"]
         async with self.gw.connection() as conn, conn.transaction():
-            state = await record_new_task(
+            created = await record_new_task(
                 conn,
                 self.row["agent_id"],
                 task,
@@ -232,7 +238,9 @@ class FollowUp:
                 claim=self.claim,
             )
         # A redirect to another caller's task leaves it theirs; report the original's state.
-        return state if state is not None else str(self.row["now"])
+        if created is None:
+            return Stored(str(self.row["now"]))
+        return Stored(str(created["state"]), created["status_at"])
 
     def claim_ttl(self) -> float:
         """How long a claim lives unless renewed: the agent's timeout plus the margin."""
@@ -325,6 +333,9 @@ async def begin_follow_up(
     check_send_body(body)
     check_role(body.message)
     check_owned_ids(body.message, task_id)
+    if body.message is not None and body.message.reference_task_ids:
+        async with gw.connection() as conn:
+            await require_visible_tasks(conn, caller, agent_id, body.message.reference_task_ids)
     client_context = body.message.context_id if body.message else None
     claim = uuid.uuid4()
     row = await claim_task(gw, caller, agent_id, task_id, client_context, claim, key)
@@ -354,7 +365,7 @@ async def send_follow_up(gw: Gateway, follow_up: FollowUp, body: ContinueBody) -
     except BaseException:
         await follow_up.release()
         raise
-    state = await follow_up.answered(answer)
+    stored = await follow_up.answered(answer)
     if answer.kind == TASK and answer.task_id == follow_up.row["task_id"]:
         await after_send(gw, follow_up.row["agent_id"], answer, returns_immediately(body))
-    return Forwarded(reply.raw, state, answer)
+    return Forwarded(reply.raw, stored.state, answer, stored.status_at)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ class Forwarded:
     raw: bytes
     state: str | None
     answer: answers.Update
+    # The time of the stored task's status after the call (None: no task stored, or unknown).
+    status_at: dt.datetime | None = None
 
 
 def check_role(message: Message | None) -> None:

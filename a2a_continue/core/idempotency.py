@@ -38,7 +38,13 @@ from starlette.responses import Response
 
 from a2a_continue.core import idempotency_keys as keys
 from a2a_continue.core.callers import Caller
-from a2a_continue.errors import AppError, NotCancelable, problem_response
+from a2a_continue.errors import (
+    AgentError,
+    AgentStartedNoTask,
+    AppError,
+    NotCancelable,
+    problem_response,
+)
 from a2a_continue.obs import metrics
 from a2a_continue.runtime.db import Record
 from a2a_continue.runtime.gateway import Gateway
@@ -50,7 +56,7 @@ REPLAYED = "Idempotent-Replayed"
 MAX_KEY_LENGTH = 255
 
 # Refusals made of the agent's own answer: kept and replayed like an answer.
-KEPT_REFUSALS: tuple[type[AppError], ...] = (NotCancelable,)
+KEPT_REFUSALS: tuple[type[AppError], ...] = (NotCancelable, AgentError, AgentStartedNoTask)
 
 
 class InvalidKey(AppError):
@@ -307,10 +313,14 @@ def idempotent(
     return KeyHold(gw, request, with_claim=with_claim)
 
 
-def for_request(request: Request, body: bytes, route: str, *, with_claim: bool = False) -> KeyHold:
-    """Open the hold on a REST request's key (its key header, caller, agent and fingerprint)."""
+def for_request(
+    request: Request, body: bytes, route: str, *, with_claim: bool = False, answer: str = ""
+) -> KeyHold:
+    """Open the hold on a REST request's key (its key header, caller, agent and fingerprint;
+    an ``answer`` mode other than the agent's body is part of the request it stands for)."""
     key = key_from(request.headers)
-    digest = request_hash(request.method, request.url.path, body) if key is not None else b""
+    path = request.url.path + (f"?answer={answer}" if answer else "")
+    digest = request_hash(request.method, path, body) if key is not None else b""
     state = request.scope["state"]
     held_key = idempotent(
         state["gateway"],

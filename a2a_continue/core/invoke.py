@@ -6,11 +6,15 @@ import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
+
+import msgspec
 
 from a2a_continue.a2a import protocol
 from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.core.agents import visible_agent_row
 from a2a_continue.core.callers import Caller
+from a2a_continue.core.contexts import join_context
 from a2a_continue.core.exchange import (
     Forwarded,
     check_role,
@@ -19,24 +23,45 @@ from a2a_continue.core.exchange import (
     send_payload,
 )
 from a2a_continue.core.handover import after_send, returns_immediately
-from a2a_continue.core.models import StartBody, TaskOut, check_send_body
-from a2a_continue.core.task_reads import find_task, task_out
+from a2a_continue.core.models import StartBody, TaskOut, check_send_body, decode_body
+from a2a_continue.core.task_reads import find_task, require_visible_tasks, task_out
 from a2a_continue.core.tasks import record_new_task, record_outcome
 from a2a_continue.errors import (
     AgentBadAnswer,
     BadRequest,
     DatabaseUnavailable,
     Forbidden,
+    Invalid,
     NotCancelable,
     TaskTerminal,
 )
 from a2a_continue.obs.telemetry import note_task
-from a2a_continue.runtime.db import Record
+from a2a_continue.runtime.db import Conn, Record
 from a2a_continue.runtime.gateway import Gateway
 
 log = logging.getLogger(__name__)
 
 NOT_CANCELABLE = -32002
+
+
+def decode_start(raw: bytes, agent_id: uuid.UUID) -> StartBody:
+    """Decode a start's body (422); a `taskId` beside the message is shown where it belongs."""
+    try:
+        return decode_body(raw, StartBody)
+    except Invalid as error:
+        problem = error.extra["errors"][0]
+        if (problem["loc"], problem["msg"]) != ("$", "Object contains unknown field `taskId`"):
+            raise
+        task_id = msgspec.json.decode(raw).get("taskId")
+        named = isinstance(task_id, str) and task_id
+        url = f"/v1/a2a/{agent_id}/tasks/{quote(task_id, safe='') if named else '{taskId}'}"
+        msg = (
+            "a start names no task (unknown field `taskId`): to continue a task, POST the"
+            f" message to {url}/messages"
+        )
+        refused = Invalid([{"loc": "$.taskId", "msg": msg}])
+        refused.extra["continueUrl"] = url + "/messages"
+        raise refused from None
 
 
 def check_start(agent_id: uuid.UUID, caller: Caller, body: StartBody) -> None:
@@ -74,14 +99,14 @@ class Start:
         """How long the claim of a streamed start lives unless renewed (as a follow-up's)."""
         return self.target.timeout_s + self.gw.settings.claim_margin_s
 
-    async def store(self, task: protocol.AgentTask, claim: uuid.UUID | None = None) -> str:
+    async def store(self, task: protocol.AgentTask, claim: uuid.UUID | None = None) -> Record:
         """Record the task the agent started for the caller (its `task_created`); with
-        ``claim``, claim it in the same statement."""
+        ``claim``, claim it in the same statement. Return its row's id, state and status time."""
         agent_id = self.agent["agent_id"]
         note_task(agent_id, task.id)
         try:
             async with self.gw.connection() as conn:
-                state = await record_new_task(
+                row = await record_new_task(
                     conn,
                     agent_id,
                     task,
@@ -96,9 +121,9 @@ class Start:
             raise DatabaseUnavailable(
                 "the agent answered but the task could not be stored"
             ) from None
-        if state is None:
+        if row is None:
             raise AgentBadAnswer(f"the agent answered with task {task.id!r} of another caller")
-        return state
+        return row
 
 
 async def begin_start(gw: Gateway, caller: Caller, agent_id: uuid.UUID, body: StartBody) -> Start:
@@ -106,26 +131,48 @@ async def begin_start(gw: Gateway, caller: Caller, agent_id: uuid.UUID, body: St
     check_start(agent_id, caller, body)
     async with gw.connection() as conn:
         agent = await visible_agent_row(conn, caller, agent_id)
+        await check_links(conn, caller, agent_id, body)
     target = gw.target(agent)
     return Start(gw, caller, agent, target, body, str(uuid.uuid4()))
+
+
+async def check_links(conn: Conn, caller: Caller, agent_id: uuid.UUID, body: StartBody) -> None:
+    """A start's message may name only what the caller can see (404 otherwise): the tasks it
+    references, and its context, unless that context is new to the agent (then it is theirs)."""
+    message = body.message
+    if message is None:
+        return
+    if message.reference_task_ids:
+        await require_visible_tasks(conn, caller, agent_id, message.reference_task_ids)
+    if message.context_id is not None:
+        await join_context(conn, caller, agent_id, message.context_id, body.team_id)
 
 
 async def start_task(
     gw: Gateway, caller: Caller, agent_id: uuid.UUID, body: StartBody
 ) -> Forwarded:
     """Send a first message to an agent; store the task it starts for the caller."""
-    start = await begin_start(gw, caller, agent_id, body)
-    reply, answer = await exchange(gw, start.target, start.payload())
+    return await send_start(await begin_start(gw, caller, agent_id, body))
+
+
+async def send_start(start: Start) -> Forwarded:
+    """Send a checked start as one blocking call; store the task it starts for the caller."""
+    reply, answer = await exchange(start.gw, start.target, start.payload())
     task = answer.answered
     if task is None:
         return Forwarded(reply.raw, None, answer)
-    state = await start.store(task)
-    await after_send(gw, agent_id, answer, returns_immediately(body))
-    return Forwarded(reply.raw, state, answer)
+    row = await start.store(task)
+    await after_send(start.gw, start.agent["agent_id"], answer, returns_immediately(start.body))
+    return Forwarded(reply.raw, row["state"], answer, row["status_at"])
 
 
 async def cancel_task(gw: Gateway, caller: Caller, agent_id: uuid.UUID, task_id: str) -> TaskOut:
     """Ask the agent to cancel a task and store the state it reports."""
+    return task_out(await cancel_task_row(gw, caller, agent_id, task_id))
+
+
+async def cancel_task_row(gw: Gateway, caller: Caller, agent_id: uuid.UUID, task_id: str) -> Record:
+    """Cancel as ``cancel_task`` does; return the stored task's row."""
     async with gw.connection() as conn:
         row = await find_task(conn, caller, agent_id, task_id)
     if protocol.is_terminal_task_state(row["state"]):
@@ -159,4 +206,4 @@ async def cancel_task(gw: Gateway, caller: Caller, agent_id: uuid.UUID, task_id:
             actor=caller.sub,
             data={},
         )
-    return task_out(stored)
+    return stored

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import uuid
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -227,10 +228,37 @@ def decode_body(raw: bytes, kind: type[T]) -> T:
         value: T = decoder.decode(raw)
     except msgspec.ValidationError as exc:
         message, _, loc = str(exc).partition(" - at `")
-        raise Invalid([{"loc": loc.rstrip("`") or "$", "msg": message}]) from None
+        where = loc.rstrip("`") or "$"
+        if issubclass(kind, ContinueBody):
+            message = send_hint(where, message)
+        raise Invalid([{"loc": where, "msg": message}]) from None
     except msgspec.DecodeError as exc:
         raise Invalid([{"loc": "$", "msg": f"the body is not valid JSON ({exc})"}]) from None
     return value
+
+
+# What msgspec calls the JSON type it found, as a sentence says it.
+_FOUND = {"str": "a string", "array": "an array", "int": "a number", "float": "a number",
+          "bool": "a boolean"}  # fmt: skip
+_NOT_AN_OBJECT = re.compile(r"Expected `object \| null`, got `(\w+)`")
+_PLAIN_TEXT = 'for plain text send {"text": "hi"} instead of a message'
+
+
+def send_hint(loc: str, msg: str) -> str:
+    """Say how a start or a follow-up is written where the usual mistakes are made (a message
+    that is a string, text outside the parts)."""
+    if loc != "$.message":
+        return msg
+    found = _NOT_AN_OBJECT.fullmatch(msg)
+    if found is not None:
+        got = _FOUND.get(found[1], found[1])
+        return (
+            f'a message is an object with `parts`, such as {{"parts": [{{"text": "hi"}}]}},'
+            f" not {got}; {_PLAIN_TEXT}"
+        )
+    if msg == "Object contains unknown field `text`":
+        return 'a message carries its text in `parts`: {"parts": [{"text": "hi"}]}; ' + _PLAIN_TEXT
+    return msg
 
 
 def check_storable_body(raw: bytes) -> None:

@@ -28,12 +28,13 @@ from a2a_continue.core.claims import release_claim, renew_claim
 from a2a_continue.core.continuation import FollowUp, begin_follow_up, send_follow_up
 from a2a_continue.core.exchange import Forwarded, exchange_stream
 from a2a_continue.core.idempotency import KeyHold
-from a2a_continue.core.invoke import Start, begin_start, start_task
+from a2a_continue.core.invoke import Start, begin_start, send_start
 from a2a_continue.core.models import ContinueBody, StartBody
-from a2a_continue.core.tasks import record_outcome
+from a2a_continue.core.tasks import Stored, record_outcome
 from a2a_continue.core.updates import record_update
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AppError
 from a2a_continue.obs import metrics
+from a2a_continue.runtime.db import Record
 from a2a_continue.runtime.gateway import Gateway
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ class Relayed:
     data: bytes
     answer: Update | None
     problem: AppError | None = None
+    # The task's state and the time of its status as stored once the frame was recorded.
+    stored: Stored | None = None
 
 
 def problem_event(error: AppError) -> Relayed:
@@ -63,6 +66,11 @@ def ends_stream(update: Update, version: str) -> bool:
     if update.kind == ERROR:
         return True
     return update.kind == STATUS and update.settles and (version == "1.0" or update.final)
+
+
+def stored_status(row: Record) -> Stored:
+    """A stored task's state and the time of its status, from a task row read or written."""
+    return Stored(str(row["state"]), row["status_at"])
 
 
 class Relay:
@@ -103,7 +111,8 @@ class Relay:
 def single(result: Forwarded) -> Relay:
     """The blocking answer of an agent without streaming, as a one-event relay."""
     relay = Relay(result.state)
-    relay.put(Relayed(result.answer.kind, result.raw, result.answer))
+    stored = None if result.state is None else Stored(result.state, result.status_at)
+    relay.put(Relayed(result.answer.kind, result.raw, result.answer, stored=stored))
     relay.put(None)
     return relay
 
@@ -121,18 +130,21 @@ class Recorder:
         self.task_id: str | None = None
         self.frames = 0
 
-    async def frame(self, update: Update) -> None:
-        """Record one frame (a failed write is logged: the agent already has the message)."""
+    async def frame(self, update: Update) -> Stored | None:
+        """Record one frame (a failed write is logged: the agent already has the message);
+        return the task's state and status time as stored then (None: not known)."""
         self.frames += 1
         ours = update.task_id is None or update.task_id == self.task_id
         try:
             if self.row_id is not None and ours:
                 async with self.gw.connection() as conn:
-                    await record_update(
+                    applied = await record_update(
                         conn, self.row_id, update, source="stream", actor=self.caller.sub
                     )
+                return stored_status(applied.row)
         except Exception:
             log.exception("could not record a stream frame on task %s", self.row_id)
+        return None
 
     async def failed(self, error: AppError) -> None:
         """Log a stream that ended without the agent closing it (timeout, break, bad frame)."""
@@ -184,23 +196,17 @@ class StartRecorder(Recorder):
         self.start = start
         self.key = key
 
-    async def frame(self, update: Update) -> None:
+    async def frame(self, update: Update) -> Stored | None:
         task = update.task()
         if self.task_id is not None or task is None:
-            await super().frame(update)
-            return
+            return await super().frame(update)
         self.frames += 1
         # 503, or 502 for another caller's task: ends the stream.
-        await self.start.store(task, self.claim)
-        self.task_id = task.id
-        async with self.gw.connection() as conn:
-            self.row_id = await conn.fetchval(
-                "SELECT id FROM a2a_tasks WHERE agent_id = $1 AND task_id = $2",
-                self.start.agent["agent_id"],
-                task.id,
-            )
+        row = await self.start.store(task, self.claim)
+        self.task_id, self.row_id = task.id, row["id"]
         if self.key is not None:
             await self.key.mark_streamed(task.id)  # retries of the key are sent to its events
+        return stored_status(row)
 
 
 class FollowUpRecorder(Recorder):
@@ -213,10 +219,9 @@ class FollowUpRecorder(Recorder):
         self.row_id = follow_up.row["row_id"]
         self.task_id = follow_up.row["task_id"]
 
-    async def frame(self, update: Update) -> None:
+    async def frame(self, update: Update) -> Stored | None:
         if self.frames:
-            await super().frame(update)
-            return
+            return await super().frame(update)
         self.frames += 1
         metrics.followup("continued")
         data: dict[str, Any] = {"messageId": self.message_id}
@@ -227,7 +232,7 @@ class FollowUpRecorder(Recorder):
         assert self.row_id is not None
         try:
             async with self.gw.connection() as conn:
-                await record_update(
+                applied = await record_update(
                     conn,
                     self.row_id,
                     update,
@@ -237,8 +242,10 @@ class FollowUpRecorder(Recorder):
                     data=data,
                     always=True,
                 )
+            return stored_status(applied.row)
         except Exception:
             log.exception("could not record the follow-up to task %s", self.row_id)
+        return None
 
     async def failed(self, error: AppError) -> None:
         # A follow-up counts once: one the agent already answered stays `continued`.
@@ -272,8 +279,8 @@ async def _pump(
                 asyncio.timeout(gw.settings.stream_max_s),
             ):
                 async for frame, update in frames:
-                    await recorder.frame(update)
-                    relay.put(Relayed(update.kind, frame.raw, update))
+                    stored = await recorder.frame(update)
+                    relay.put(Relayed(update.kind, frame.raw, update, stored=stored))
                     if ends_stream(update, target.protocol_version):
                         break
         except TimeoutError:
@@ -350,7 +357,11 @@ async def stream_start(
     """Start a task with a streamed answer; the first failure before any frame is raised."""
     start = await begin_start(gw, caller, agent_id, body)
     if not can_stream(start.agent):
-        return single(await start_task(gw, caller, agent_id, body))
+        result = await send_start(start)
+        if key is not None and result.answer.answered is not None:
+            # The one event names the task as a stream's first frame would: retries go there.
+            await key.mark_streamed(result.answer.answered.id)
+        return single(result)
     recorder = StartRecorder(start, key)
     return await _open(gw, start.target, start.payload(streaming=True), recorder)
 

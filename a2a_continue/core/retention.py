@@ -1,6 +1,7 @@
 """Retention (§14): terminal tasks completed before a cutoff are deleted with everything that
 hangs off them (events, stream interest, push configs and deliveries: their foreign keys
-cascade), a batch at a time, by one process at a time.
+cascade), a batch at a time, by one process at a time; so are the contexts callers named
+before the cutoff that no task carries any more (``core/contexts``).
 
 A batch is one statement: at most ``batch`` tasks, and no more events than ``event_budget``
 in all (a task with a longer log goes alone), so each statement's time and locks stay
@@ -14,6 +15,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from a2a_continue.core.contexts import prune_contexts
 from a2a_continue.core.tasks import TERMINAL_SQL
 from a2a_continue.runtime.db import Conn
 
@@ -96,6 +98,8 @@ async def prune(
                 break
             if await conn.fetchval(TAKE_LEASE, CHORE, holder, lease_s) is None:
                 break  # our lease ran out and another process took over
+        # Contexts named before the cutoff that none of their agent's tasks carries any more.
+        await prune_contexts(conn, cutoff, batch)
     finally:
         await conn.execute(DROP_LEASE, CHORE, holder)
     return Pruned(tasks, events)

@@ -18,9 +18,12 @@ from a2a_continue.core.pagination import (
 from a2a_continue.errors import InvalidQuery, NotFound
 from a2a_continue.runtime.db import Conn, Record
 
-TASK_COLUMNS = """t.id AS row_id, t.agent_id, t.task_id, t.context_id, t.state,
+# The time of the task's status (sql/0013; a row from before it: its last update's).
+STATUS_AT = "COALESCE(t.status_at, t.updated_at) AS status_at"
+
+TASK_COLUMNS = f"""t.id AS row_id, t.agent_id, t.task_id, t.context_id, t.state,
     t.status_message, t.artifacts, t.owner, t.team_id, t.created_at, t.updated_at,
-    t.completed_at, t.last_seq"""
+    t.completed_at, t.last_seq, {STATUS_AT}"""
 
 # What a watch needs: the task as stored, its lease, and how to reach its agent.
 LEASED_COLUMNS = """t.id AS row_id, t.agent_id, t.task_id, t.state, t.status_message,
@@ -89,6 +92,25 @@ async def find_task(conn: Conn, caller: Caller, agent_id: uuid.UUID, task_id: st
     return row
 
 
+# Which of the task ids $5 name visible tasks of the agent.
+VISIBLE_TASK_IDS = f"""
+SELECT t.task_id FROM a2a_tasks t JOIN a2a_agents a ON a.id = t.agent_id
+WHERE t.agent_id = $4 AND t.task_id = ANY($5::text[]) AND {TASK_VISIBLE}
+"""
+
+
+async def require_visible_tasks(
+    conn: Conn, caller: Caller, agent_id: uuid.UUID, task_ids: list[str]
+) -> None:
+    """Raise 404, as for one task, unless every id names a task of the agent the caller sees."""
+    wanted = list(dict.fromkeys(task_ids))
+    rows = await conn.fetch(VISIBLE_TASK_IDS, *caller.scope_args(), agent_id, wanted)
+    seen = {row["task_id"] for row in rows}
+    missing = next((task_id for task_id in wanted if task_id not in seen), None)
+    if missing is not None:
+        raise NotFound(f"referenced task {missing!r} not found")
+
+
 async def get_task(conn: Conn, caller: Caller, agent_id: uuid.UUID, task_id: str) -> TaskOut:
     """Return one visible task."""
     return task_out(await find_task(conn, caller, agent_id, task_id))
@@ -141,6 +163,14 @@ async def list_tasks(
     conn: Conn, caller: Caller, agent_id: uuid.UUID, params: Mapping[str, str]
 ) -> TaskList:
     """List the caller's visible tasks of one agent, newest first, one page."""
+    rows, cursor = await list_task_rows(conn, caller, agent_id, params)
+    return TaskList(tasks=[task_out(r) for r in rows], next_cursor=cursor)
+
+
+async def list_task_rows(
+    conn: Conn, caller: Caller, agent_id: uuid.UUID, params: Mapping[str, str]
+) -> tuple[list[Record], str | None]:
+    """The rows of one page of ``list_tasks``, and the cursor of the next (None: the last)."""
     limit = limit_param(params)
     state = _state_filter(params)
     after_at, after_id = cursor_param(params)
@@ -154,7 +184,7 @@ async def list_tasks(
     page = rows[:limit]
     more = len(rows) > limit
     cursor = encode_cursor(page[-1]["created_at"], page[-1]["row_id"]) if more else None
-    return TaskList(tasks=[task_out(r) for r in page], next_cursor=cursor)
+    return list(page), cursor
 
 
 async def list_events(

@@ -7,11 +7,13 @@ event.
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from a2a_continue.a2a.protocol import CANONICAL_STATES, TERMINAL_STATES, AgentTask
-from a2a_continue.core.task_reads import TASK_COLUMNS
+from a2a_continue.core.task_reads import STATUS_AT, TASK_COLUMNS
 from a2a_continue.errors import NotFound
 from a2a_continue.runtime.db import Conn, Record
 from a2a_continue.runtime.interest import notify_sql
@@ -50,6 +52,14 @@ def append_events(values: str, rows: str) -> str:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """A task's state after a write, and the time of its status (None: not read back)."""
+
+    state: str
+    status_at: dt.datetime | None = None
+
+
 # ---- events and new tasks -----------------------------------------------------------------
 
 APPEND_EVENT = f"""
@@ -84,6 +94,15 @@ _KEEP_TERMINAL = ",\n        ".join(
     for c in ("state", "status_message", "artifacts", "completed_at")
 )
 
+
+def status_time(state: str, message: str, given: str = "true") -> str:
+    """The new time of a task's status (sql/0013): now when the write (when ``given``) changes a
+    live task's state or status message to ``state`` / ``message``, else the time it had."""
+    return f"""CASE WHEN {given} AND t.state NOT IN {TERMINAL_SQL}
+            AND (t.state IS DISTINCT FROM {state} OR t.status_message IS DISTINCT FROM {message})
+            THEN now() ELSE COALESCE(t.status_at, t.updated_at) END"""
+
+
 # Insert the task an agent reported, or refresh the caller's own row of it (another caller's
 # row is left alone); a terminal state is never overwritten. A new row starts its log with
 # `task_created` (seq 1), which notifies nobody: no stream can wait on a row just created.
@@ -92,13 +111,15 @@ _KEEP_TERMINAL = ",\n        ".join(
 RECORD_NEW_TASK = f"""
 WITH up AS (
     INSERT INTO a2a_tasks AS t (agent_id, task_id, context_id, state, status_message,
-        artifacts, owner, team_id, completed_at, last_seq)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $4 IN {TERMINAL_SQL} THEN now() END, 1)
+        artifacts, owner, team_id, completed_at, last_seq, status_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $4 IN {TERMINAL_SQL} THEN now() END, 1,
+        now())
     ON CONFLICT (agent_id, task_id) DO UPDATE SET
+        status_at = {status_time("EXCLUDED.state", "EXCLUDED.status_message")},
         {_KEEP_TERMINAL},
         context_id = COALESCE(t.context_id, EXCLUDED.context_id), updated_at = now()
     WHERE t.owner = EXCLUDED.owner
-    RETURNING t.id, t.state, (xmax = 0) AS inserted, {_CLAIMABLE} AS claimable
+    RETURNING t.id, t.state, (xmax = 0) AS inserted, {_CLAIMABLE} AS claimable, {STATUS_AT}
 ), created AS (
     {append_events("id, 1, 'task_created', NULL, state, $7, $9", "up WHERE inserted")}
 ), claimed AS (
@@ -107,20 +128,23 @@ WITH up AS (
     WHERE $10::uuid IS NOT NULL AND (inserted OR claimable)
     ON CONFLICT (task) DO NOTHING
 )
-SELECT id, state, inserted FROM up
+SELECT id, state, inserted, status_at FROM up
 """
 
 
 async def record_new_task(
     conn: Conn, agent_id: uuid.UUID, task: AgentTask, owner: str, team_id: str | None,
     data: dict[str, Any], claim: uuid.UUID | None = None, claim_s: float = 0.0,
-) -> str | None:  # fmt: skip
+) -> Record | None:  # fmt: skip
     """Store a task the agent reported for ``owner`` (with ``claim``: claimed for ``claim_s``);
-    return its stored state, or None when the task id is recorded for another caller."""
+    return its row's id, stored state and status time, or None when the task id is recorded
+    for another caller."""
     _checked("task_created", task.state)
     args = (task.id, task.context_id, task.state, task.status_message, task.artifacts, owner)
-    row = await conn.fetchrow(RECORD_NEW_TASK, agent_id, *args, team_id, data, claim, claim_s)
-    return None if row is None else str(row["state"])
+    row: Record | None = await conn.fetchrow(
+        RECORD_NEW_TASK, agent_id, *args, team_id, data, claim, claim_s
+    )
+    return row
 
 
 # ---- outcomes and updates -----------------------------------------------------------------
@@ -141,7 +165,8 @@ _OUTCOME_SET = f"""
                               THEN t.status_message ELSE $3 END,
         artifacts = CASE WHEN $4::jsonb IS NULL OR t.state IN {TERMINAL_SQL}
                          THEN t.artifacts ELSE $4 END,
-        {_COMPLETED_AT}, updated_at = now(), last_seq = t.last_seq + $6"""
+        {_COMPLETED_AT}, updated_at = now(), last_seq = t.last_seq + $6,
+        status_at = {status_time("$2", "$3::jsonb", given="$2::text IS NOT NULL")}"""
 
 _OUTCOME_UPDATE_LOCKED = f"""
 prev AS (
@@ -169,7 +194,7 @@ SELECT {{select}}, {notify_sql("upd.row_id")} AS notified FROM upd
 """
 
 # A follow-up needs only the state it reports back: the row's messages and artifacts stay put.
-_STATE_COLUMNS = "t.id AS row_id, t.state, t.last_seq"
+_STATE_COLUMNS = f"t.id AS row_id, t.state, t.last_seq, {STATUS_AT}"
 
 
 # The guard of an outcome recorded late: only while the caller's claim ($5) holds the task.
@@ -177,7 +202,9 @@ _CLAIM_HOLDS = "\n      AND EXISTS (SELECT 1 FROM a2a_claims h WHERE h.task = $1
 
 
 def _outcome(update: str, whole_row: bool, guard: str = "") -> str:
-    columns, select = (TASK_COLUMNS, "upd.*") if whole_row else (_STATE_COLUMNS, "upd.state")
+    columns, select = (
+        (TASK_COLUMNS, "upd.*") if whole_row else (_STATE_COLUMNS, "upd.state, upd.status_at")
+    )
     statement = update.format(columns=columns, guard=guard)
     return _RECORD_OUTCOME.format(update=statement, select=select)
 
@@ -241,7 +268,8 @@ async def record_claimed_outcome(
 # and wake listeners, in one statement (inside the transaction that locked the row).
 APPLY_UPDATE = f"""
 WITH upd AS (
-    UPDATE a2a_tasks t SET state = $2, status_message = $3, artifacts = $4,
+    UPDATE a2a_tasks t SET status_at = {status_time("$2", "$3::jsonb")},
+        state = $2, status_message = $3, artifacts = $4,
         {_COMPLETED_AT}, updated_at = now(), last_seq = t.last_seq + 1
     WHERE t.id = $1 RETURNING {TASK_COLUMNS}
 ), event AS (

@@ -6,14 +6,15 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 import msgspec
+from starlette.responses import Response
 
 from a2a_continue.a2a import protocol
 from a2a_continue.a2a.answers import ERROR, TASK, Update
 from a2a_continue.core import continuation, invoke
 from a2a_continue.core.callers import TASK_VISIBLE
-from a2a_continue.core.models import ContinueBody, StartBody, TaskOut
+from a2a_continue.core.models import ContinueBody, StartBody
 from a2a_continue.core.snapshots import ask_agent
-from a2a_continue.core.task_reads import find_task, list_tasks
+from a2a_continue.core.task_reads import find_task, list_task_rows, task_out
 from a2a_continue.core.updates import record_update
 from a2a_continue.errors import AgentBadAnswer, Invalid, NotCancelable
 from a2a_continue.facade import keys, push, translate
@@ -24,7 +25,9 @@ from a2a_continue.facade.errors import (
     RpcError,
     from_agent_error,
 )
-from a2a_continue.http.handlers import forwarded, json_response
+from a2a_continue.facade.stored import kept_task, replayed_task, stored_task, with_stored_time
+from a2a_continue.http.handlers import forwarded
+from a2a_continue.runtime.db import Record
 from a2a_continue.runtime.gateway import target_of
 
 JSON = dict[str, Any]
@@ -163,6 +166,7 @@ async def send(call: Call, params: JSON) -> object:
             sent = await continuation.continue_task(
                 call.gw, call.caller, call.agent_id, task_id, as_continue(body), key=held_key
             )
+        sent = with_stored_time(sent)
         held_key.keep(forwarded(sent))
     return _answer(sent.answer, call.version)
 
@@ -173,7 +177,7 @@ def replayed(call: Call, status: int, raw: bytes) -> object:
         if status != 200:
             detail = msgspec.json.decode(raw).get("detail", "the agent refused to cancel")
             raise NotCancelable(str(detail))
-        return stored_task(msgspec.json.decode(raw, type=TaskOut), call.version)
+        return replayed_task(raw, call.version)
     return _kept_answer(raw, call.version)
 
 
@@ -199,34 +203,29 @@ async def get(call: Call, params: JSON) -> object:
         raise AgentRpcError(answer.raw, call.version)
     if answer.kind != TASK or answer.task_id != task_id:
         raise AgentBadAnswer("the agent answered GetTask without the task")
-    await _record_refresh(call, row, answer)
-    return translate.task(answer.raw, call.version, history_length)
+    stored = await _record_refresh(call, row, answer)
+    shown = translate.stamped(TASK, answer.raw, stored["state"], stored["status_at"])
+    return translate.task(shown, call.version, history_length)
 
 
-async def _record_refresh(call: Call, row: Any, answer: Update) -> None:
-    """Record what the agent's answer changed, as `GET …?refresh=true` does (§8.4)."""
+async def _record_refresh(call: Call, row: Any, answer: Update) -> Record:
+    """Record what the agent's answer changed, as `GET …?refresh=true` does (§8.4); return
+    the task row as stored then."""
     async with call.gw.connection() as conn:
-        await record_update(conn, row["row_id"], answer, source="refresh", actor=call.caller.sub)
-
-
-def stored_task(task: TaskOut, version: str) -> object:
-    """Show a task row of the gateway as an A2A task of ``version``."""
-    status: JSON = {"state": task.state, "timestamp": translate.timestamp(task.updated_at)}
-    if task.status_message is not None:
-        status["message"] = task.status_message
-    out: JSON = {"id": task.id, "status": status, "artifacts": task.artifacts}
-    if task.context_id is not None:
-        out["contextId"] = task.context_id
-    return translate.task(out, version)
+        applied = await record_update(
+            conn, row["row_id"], answer, source="refresh", actor=call.caller.sub
+        )
+    return applied.row
 
 
 async def cancel(call: Call, params: JSON) -> object:
     """CancelTask / tasks/cancel: the REST cancel, answered as an A2A task."""
     task_id = _task_id(params)
     async with keys.hold_for(call, params) as held_key:
-        task = await invoke.cancel_task(call.gw, call.caller, call.agent_id, task_id)
-        held_key.keep(json_response(task))
-    return stored_task(task, call.version)
+        row = await invoke.cancel_task_row(call.gw, call.caller, call.agent_id, task_id)
+        task = task_out(row)
+        held_key.keep(Response(kept_task(task, row["status_at"]), media_type="application/json"))
+    return stored_task(task, call.version, row["status_at"])
 
 
 def _page_size(params: JSON) -> int:
@@ -269,7 +268,7 @@ async def list_(call: Call, params: JSON) -> object:
     query = _list_query(params)
     try:
         async with call.gw.connection() as conn:
-            page = await list_tasks(conn, call.caller, call.agent_id, query)
+            rows, cursor = await list_task_rows(conn, call.caller, call.agent_id, query)
             total = await conn.fetchval(
                 COUNT_TASKS,
                 *call.caller.scope_args(),
@@ -281,14 +280,14 @@ async def list_(call: Call, params: JSON) -> object:
         loc = error.extra["errors"][0]["loc"].replace("$.query.cursor", "$.params.pageToken")
         raise bad_params(loc, "is not a page token this gateway issued") from None
     include_artifacts = params.get("includeArtifacts") is True
-    listed = [stored_task(task, "1.0") for task in page.tasks]
+    listed = [stored_task(task_out(row), "1.0", row["status_at"]) for row in rows]
     if not include_artifacts:
         for task in listed:
             if isinstance(task, dict):
                 task.pop("artifacts", None)
     return {
         "tasks": listed,
-        "nextPageToken": page.next_cursor or "",
+        "nextPageToken": cursor or "",
         "pageSize": int(query["limit"]),
         "totalSize": int(total or 0),
     }

@@ -7,6 +7,7 @@ grows (§8.3). Either way the client reads JSON-RPC responses carrying its own i
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from a2a_continue.facade.errors import (
     from_agent_error,
     from_app_error,
 )
+from a2a_continue.facade.stored import stored_task
 from a2a_continue.http.sse import StreamResponse
 from a2a_continue.runtime.open_streams import OpenStream
 
@@ -111,7 +113,12 @@ def _relayed(item: relay.Relayed, call: Call) -> Item:
     assert answer is not None  # only the gateway's own problem events carry none
     if answer.kind == ERROR:
         return ErrorFrame(from_agent_error(answer.raw, call.version))
-    return Result(answer.kind, answer.raw)
+    stored = item.stored
+    if stored is None:
+        return Result(answer.kind, answer.raw)
+    return Result(
+        answer.kind, translate.stamped(answer.kind, answer.raw, stored.state, stored.status_at)
+    )
 
 
 async def send_frames(call: Call, params: m.JSON) -> AsyncGenerator[Item]:
@@ -182,12 +189,20 @@ class Follower:
         self.seen = list(row["artifacts"])
         status: m.JSON = {
             "state": event.new_state,
-            "timestamp": translate.timestamp(event.created_at),
+            "timestamp": translate.timestamp(status_time(event, row)),
         }
         if row["status_message"] is not None and event.new_state == row["state"]:
             status["message"] = row["status_message"]
         frames.append(Result(STATUS, {"kind": "status-update", **ids, "status": status}))
         return frames
+
+
+def status_time(event: EventOut, row: Any) -> dt.datetime:
+    """When the status an event reports began: the stored time of the task's status when the
+    event left it as it was (artifacts only), else the event's own time (the status it set)."""
+    at: dt.datetime = row["status_at"]
+    same = event.new_state == row["state"] and at <= event.created_at
+    return at if same else event.created_at
 
 
 async def subscribe_frames(call: Call, params: m.JSON) -> AsyncGenerator[Item]:
@@ -205,7 +220,7 @@ async def subscribe_frames(call: Call, params: m.JSON) -> AsyncGenerator[Item]:
     stream = await EventStream(
         call.gw, call.caller, call.agent_id, task_id, row["last_seq"], TERMINAL_STATES
     ).open()
-    yield Result(TASK, m.stored_task(task_out(row), "1.0"))
+    yield Result(TASK, stored_task(task_out(row), "1.0", row["status_at"]))
     follower = Follower(call, row)
     async for event in stream.events():
         for frame in await follower.updates(event):

@@ -42,6 +42,18 @@ def timestamp(at: dt.datetime) -> str:
     return at.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
 
 
+def stamped(kind: str, obj: Any, state: str | None, at: dt.datetime | None) -> Any:
+    """A task or status update the agent reported, its status timestamp the stored one (``at``,
+    the time of the stored status ``state``) when it shows that status: one status, one time,
+    whichever method shows it. Anything else is left as it is."""
+    if at is None or kind not in (answers.TASK, answers.STATUS) or not isinstance(obj, dict):
+        return obj
+    status = obj.get("status")
+    if not isinstance(status, dict) or protocol.canonical_state(status.get("state")) != state:
+        return obj
+    return {**obj, "status": {**status, "timestamp": timestamp(at)}}
+
+
 def wire_state(state: object, version: str) -> str:
     """Spell a task state (any spelling) as ``version`` does."""
     canonical = protocol.canonical_state(state)

@@ -17,6 +17,7 @@ from a2a_continue.core import (
     invoke,
     refresh,
     relay,
+    task_answers,
     task_list,
     task_reads,
 )
@@ -27,7 +28,6 @@ from a2a_continue.core.models import (
     AgentPatch,
     CancelBody,
     ContinueBody,
-    StartBody,
     decode_body,
     encode,
 )
@@ -168,12 +168,29 @@ async def delete_agent(request: Request) -> Response:
     return Response(status_code=204)
 
 
+async def answered(
+    request: Request, result: Forwarded, mode: str, task_id: str | None = None
+) -> Response:
+    """The answer to a send: the agent's body, or with ``answer=task`` the stored task."""
+    if mode != task_answers.TASK:
+        return forwarded(result)
+    task = await task_answers.task_answer(
+        gateway_of(request), caller_of(request), agent_id_of(request), result, task_id
+    )
+    shown = json_response(task)
+    shown.headers["A2A-Task-State"] = task.state
+    return shown
+
+
 async def start_task(request: Request) -> Response:
-    """Send a first message to an agent."""
+    """Send a first message to an agent (``answer=task``: answer with the stored task)."""
+    mode = task_answers.answer_param(request.query_params)
     raw = await read_body(request)
-    body = decode_body(raw, StartBody)
     gw, caller, agent_id = gateway_of(request), caller_of(request), agent_id_of(request)
-    async with idempotency.for_request(request, raw, "start") as held_key:
+    body = invoke.decode_start(raw, agent_id)
+    async with idempotency.for_request(
+        request, raw, "start", answer=task_answers.key_variant(mode)
+    ) as held_key:
         if sse.wants_stream(request):
             return held_key.keep(
                 await sse.relay_response(
@@ -181,7 +198,7 @@ async def start_task(request: Request) -> Response:
                 )
             )
         result = await invoke.start_task(gw, caller, agent_id, body)
-        return held_key.keep(forwarded(result))
+        return held_key.keep(await answered(request, result, mode))
 
 
 async def list_all_tasks(request: Request) -> Response:
@@ -235,12 +252,15 @@ async def list_events(request: Request) -> Response:
 
 
 async def continue_task(request: Request) -> Response:
-    """Send a follow-up message to a task."""
+    """Send a follow-up message to a task (``answer=task``: answer with the stored task)."""
+    mode = task_answers.answer_param(request.query_params)
     raw = await read_body(request)
     body = decode_body(raw, ContinueBody)
     gw, caller, agent_id = gateway_of(request), caller_of(request), agent_id_of(request)
     task_id = request.path_params["task_id"]
-    async with idempotency.for_request(request, raw, "continue", with_claim=True) as held_key:
+    variant = task_answers.key_variant(mode)
+    keyed = idempotency.for_request(request, raw, "continue", with_claim=True, answer=variant)
+    async with keyed as held_key:
         if sse.wants_stream(request):
             return held_key.keep(
                 await sse.relay_response(
@@ -251,7 +271,7 @@ async def continue_task(request: Request) -> Response:
                 )
             )
         result = await continuation.continue_task(gw, caller, agent_id, task_id, body, key=held_key)
-        return held_key.keep(forwarded(result))
+        return held_key.keep(await answered(request, result, mode, task_id))
 
 
 async def cancel_task(request: Request) -> Response:

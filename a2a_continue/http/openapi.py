@@ -122,6 +122,12 @@ def _answer(op: Operation, ref: dict[type, JSON]) -> JSON:
     elif isinstance(op.answer, str):
         answer["description"] = op.answer
         answer["content"] = {"application/json": {"schema": {"type": "object"}}}
+    if op.task_answer is not None:
+        answer["description"] += (
+            f"; with `answer=task`, the stored task ({op.task_answer.__name__}) instead"
+        )
+        schema = answer["content"]["application/json"]["schema"]
+        answer["content"]["application/json"]["schema"] = {"anyOf": [schema, ref[op.task_answer]]}
     if op.sse is not None:
         answer.setdefault("content", {})["text/event-stream"] = {
             "schema": {"type": "string", "description": op.sse}
@@ -202,7 +208,7 @@ def build_document(table: Sequence[ApiRoute]) -> JSON:
     """The OpenAPI 3.1 document of the routes of ``table``."""
     wire: list[type] = [Problem]
     for route in table:
-        for kind in (route.operation.body, route.operation.answer):
+        for kind in (route.operation.body, route.operation.answer, route.operation.task_answer):
             if isinstance(kind, type) and kind not in wire:
                 wire.append(kind)
     refs, components = msgspec.json.schema_components(

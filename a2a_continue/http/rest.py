@@ -32,6 +32,14 @@ _RELAY = (
     "each frame of the agent's stream as one event (`task`, `message`, `status-update`,"
     " `artifact-update`, `error`) whose data is the agent's JSON-RPC object unchanged"
 )
+_ANSWER = Param(
+    "answer",
+    "`agent` (default): the agent's answer as it came; `task`: the stored task in the gateway's"
+    " shape, the same for agents of either version (`502 agent-error` for an agent's JSON-RPC"
+    " error, `502 agent-started-no-task` for a start answered with a message); streams are"
+    " unchanged",
+    {"type": "string", "enum": ["agent", "task"], "default": "agent"},
+)
 _DB = 503
 _AGENT = (502, 504)
 
@@ -130,6 +138,8 @@ ROUTES = [
             "Start a task: send the agent a first message",
             body=StartBody,
             answer=_AGENT_ANSWER,
+            task_answer=TaskOut,
+            query=(_ANSWER,),
             problems=(400, 403, 404, 413, 422, *_AGENT, _DB),
             task_state=True,
             sse=_RELAY,
@@ -214,6 +224,8 @@ ROUTES = [
             "Continue a task: answer an agent waiting in input-required or auth-required",
             body=ContinueBody,
             answer=_AGENT_ANSWER,
+            task_answer=TaskOut,
+            query=(_ANSWER,),
             problems=(400, 404, 409, 413, 422, *_AGENT, _DB),
             task_state=True,
             sse=_RELAY,

@@ -43,6 +43,7 @@ class Operation:
     body_optional: bool = False
     status: int = 200
     answer: type | str | None = None  # a wire type, a description of raw JSON, or nothing
+    task_answer: type | None = None  # the answer instead with ``answer=task`` (a wire type)
     query: tuple[Param, ...] = ()
     problems: tuple[int, ...] = ()
     task_state: bool = False

@@ -649,6 +649,22 @@ async def test_continue_refuses_invalid_body_with_located_errors(
     assert await footprint(db, agent) == before
 
 
+async def test_continue_with_text_inside_the_message_is_told_where_text_goes(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    task = await start(client, agent)
+    before = await footprint(db, agent)
+
+    r = await client.call("POST", agent.messages(task["id"]), {"message": {"text": "Paris"}})
+
+    [error] = assert_problem(r, 422)["errors"]
+    assert error["loc"] == "$.message"
+    assert '{"parts": [{"text": "hi"}]}' in error["msg"]
+    assert '{"text": "hi"}' in error["msg"]
+    assert await footprint(db, agent) == before
+
+
 VALID_PARTS = {
     "text-v10": {"text": "Paris"},
     "text-v03": {"kind": "text", "text": "Paris"},

@@ -784,6 +784,41 @@ async def test_streamed_start_with_a_key_keeps_nothing_and_sends_retries_to_its_
     assert len(sdk.received) == 1
 
 
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_streamed_start_to_an_agent_without_streaming_sends_retries_to_its_events(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake, version: str
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake(version), version)
+    first = await post_keyed_stream(client, start_path(agent), {"text": "hi"}, "s")
+    task_id = first_task_of(first)
+
+    retry = await post_keyed_stream(client, start_path(agent), {"text": "hi"}, "s")
+
+    assert first.headers["Content-Type"].startswith("text/event-stream")
+    problem = assert_problem(retry, 409)
+    assert (problem["type"], problem["taskId"]) == (STREAMED, task_id)
+    assert problem["eventsUrl"] == agent.task(task_id) + "/events"
+    assert retry.headers["Link"] == f'<{problem["eventsUrl"]}>; rel="related"'
+    assert "not named" not in problem["detail"]
+    assert len(agent.received) == 1
+
+
+async def test_facade_streamed_start_to_an_agent_without_streaming_names_its_events(
+    client: Client, fake_agent: StartFake
+) -> None:
+    agent = await register_fake(client, fake_agent, WeatherFake("1.0"))
+    body = {"jsonrpc": "2.0", "method": "SendStreamingMessage", "params": message_v10("hi")}
+    stream = {"Accept": "text/event-stream"}
+    first = await facade_call(client, agent, {**body, "id": 1}, **stream)
+    again = await facade_call(client, agent, {**body, "id": 2}, **stream)
+
+    assert first.headers["Content-Type"].startswith("text/event-stream")
+    metadata = again.json()["error"]["data"][0]["metadata"]
+    assert metadata["type"] == "idempotency-key-streamed"
+    assert metadata["eventsUrl"] == agent.task(metadata["taskId"]) + "/events"
+    assert len(agent.received) == 1
+
+
 async def test_streamed_follow_up_with_a_key_sends_retries_to_the_tasks_events(
     client: Client, db: asyncpg.Connection
 ) -> None:

@@ -174,6 +174,41 @@ async def test_start_rejects_a_task_id_and_points_to_the_continue_route(
     assert await task_count(db) == 0
 
 
+async def test_start_with_a_task_id_beside_the_message_is_shown_the_follow_up_route(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake
+) -> None:
+    fake = await fake_agent(answer_task)
+    agent = await register(client, fake.url)
+    r = await client.call("POST", f"/v1/a2a/{agent}/messages", {"text": "Paris", "taskId": "t/9"})
+    assert r.status == 422, r.raw
+    continue_url = f"/v1/a2a/{agent}/tasks/t%2F9/messages"
+    [error] = r.json()["errors"]
+    assert error["loc"] == "$.taskId"
+    assert "unknown field `taskId`" in error["msg"]
+    assert continue_url in error["msg"]
+    assert continue_url in r.json()["detail"]
+    assert r.json()["continueUrl"] == continue_url
+    assert fake.received == []
+    assert await task_count(db) == 0
+
+
+@pytest.mark.parametrize("message", ["hi", ["hi"]], ids=["string", "array"])
+async def test_start_with_a_message_that_is_not_an_object_is_told_how_to_send_text(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake, message: Any
+) -> None:
+    fake = await fake_agent(answer_task)
+    agent = await register(client, fake.url)
+    r = await client.call("POST", f"/v1/a2a/{agent}/messages", {"message": message})
+    assert r.status == 422, r.raw
+    [error] = r.json()["errors"]
+    assert error["loc"] == "$.message"
+    assert "an object with `parts`" in error["msg"]
+    assert '{"text": "hi"}' in error["msg"]
+    assert "Expected" not in r.json()["detail"]
+    assert fake.received == []
+    assert await task_count(db) == 0
+
+
 async def test_start_refuses_a_context_id_the_store_cannot_keep_before_the_agent_is_called(
     client: Client, db: asyncpg.Connection, fake_agent: StartFake
 ) -> None:
@@ -359,8 +394,11 @@ async def test_storing_a_task_again_never_overwrites_a_terminal_state(
     artifacts = [{"parts": [{"text": "Sunny"}]}]
     done = AgentTask("task-1", "ctx-1", "completed", None, artifacts)
     again = AgentTask("task-1", "ctx-1", "working", {"parts": [{"text": "busy"}]}, [])
-    assert await record_new_task(db, agent, done, "alice@example.com", None, {}) == "completed"
-    assert await record_new_task(db, agent, again, "alice@example.com", None, {}) == "completed"
+    first = await record_new_task(db, agent, done, "alice@example.com", None, {})
+    second = await record_new_task(db, agent, again, "alice@example.com", None, {})
+    assert first is not None and second is not None
+    assert (first["state"], second["state"]) == ("completed", "completed")
+    assert second["status_at"] == first["status_at"]
     row = await db.fetchrow("SELECT * FROM a2a_tasks")
     assert row is not None
     assert (row["state"], row["status_message"], row["artifacts"]) == ("completed", None, artifacts)

@@ -17,7 +17,15 @@ from typing import Any
 
 import asyncpg
 
-from a2a_continue.core import claims, idempotency_keys, retention, task_list, task_reads, watches
+from a2a_continue.core import (
+    claims,
+    contexts,
+    idempotency_keys,
+    retention,
+    task_list,
+    task_reads,
+    watches,
+)
 from a2a_continue.core.event_stream import READ_EVENTS, READ_TASK_EVENTS
 from a2a_continue.core.task_reads import LIST_TASKS
 from a2a_continue.runtime.interest import KEEP_INTEREST, POLL
@@ -105,6 +113,13 @@ PLANS: list[tuple[str, str, Args]] = [
     # (its transition table `gone` stands in as a subquery of the same shape).
     ("events of deleted tasks", "DELETE FROM a2a_task_events e WHERE e.task = ANY (ARRAY("
      "SELECT g.id FROM (SELECT id FROM a2a_tasks WHERE id = $1) g))", lambda s: (s.deep_id,)),
+    ("start naming a context", contexts.JOIN_CONTEXT,
+     lambda s: ("bob@example.com", [], False, s.agent, s.context, None)),
+    ("start naming a new context", contexts.JOIN_CONTEXT,
+     lambda s: (*s.scope, s.agent, "ctx-new", None)),
+    ("referenced tasks", task_reads.VISIBLE_TASK_IDS, lambda s: (*s.scope, s.agent, ["t1", "t2"])),
+    ("contexts sweep", contexts.PRUNE_CONTEXTS,
+     lambda s: (dt.datetime.now(dt.UTC) - dt.timedelta(days=30), 500)),
     ("retention dry run", retention.COUNT_DUE,
      lambda s: (dt.datetime.now(dt.UTC) - dt.timedelta(days=30),)),
 ]  # fmt: skip

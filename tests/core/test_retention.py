@@ -124,3 +124,33 @@ async def test_no_prune_runs_while_another_process_holds_the_lease(
         assert (await retention.prune(db, 30)).tasks == 1
     finally:
         await db.execute("DELETE FROM a2a_chore_leases")
+
+
+async def test_the_prune_forgets_old_contexts_that_no_task_carries_any_more(
+    db: asyncpg.Connection,
+) -> None:
+    agent = await insert_agent(db)
+    await task(db, agent, "old-done", "completed", 40)
+    await task(db, agent, "waiting", "input-required", None)
+    await db.execute(
+        "UPDATE a2a_tasks SET context_id = task_id || '-ctx' WHERE agent_id = $1", agent
+    )
+    for context_id, days_ago in [
+        ("old-done-ctx", 60),  # its only task goes now
+        ("waiting-ctx", 60),  # a task still carries it
+        ("never-used", 60),  # named, but the agent answered without a task
+        ("recent", 1),
+    ]:
+        await db.execute(
+            "INSERT INTO a2a_contexts (agent_id, context_id, owner, created_at)"
+            " VALUES ($1, $2, $3, now() - make_interval(days => $4::int))",
+            agent,
+            context_id,
+            ALICE,
+            days_ago,
+        )
+
+    await retention.prune(db, 30)
+
+    left = await db.fetch("SELECT context_id FROM a2a_contexts ORDER BY context_id")
+    assert [row["context_id"] for row in left] == ["recent", "waiting-ctx"]

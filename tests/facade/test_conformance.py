@@ -1,6 +1,7 @@
 """The façade as conformant as the agent behind it, on both bindings and both versions:
 messages validated as A2A defines them, a negative historyLength refused, the extended
-card asked of the agent or refused as unsupported, and nothing readable without a token."""
+card asked of the agent or refused as unsupported, nothing readable without a token, and no
+context or referenced task of another caller reachable by naming it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import asyncpg
 import pytest
 
 from tests.support import bindings as b
-from tests.support.client import Client, register
+from tests.support.client import Client, register, token
 from tests.support.fakes import StartFake, WeatherFake, rpc_result
 
 JSON = dict[str, Any]
@@ -168,3 +169,45 @@ async def test_without_a_token_a_send_is_401_whether_the_agent_exists_or_not(
         r = await b.send(anonymous, agent_id, binding, version, b.message(binding, version, "hi"))
         assert (r.status, r.headers["Content-Type"]) == (401, "application/problem+json")
         assert agent_id not in r.raw.decode()
+
+
+def _started_task(r: Any, binding: str, version: str) -> JSON:
+    result: JSON = b.result(r, binding, version)
+    task: JSON = result.get("task", result)
+    return task
+
+
+@ALL
+async def test_a_send_naming_the_context_of_another_callers_task_is_task_not_found(
+    client: Client, fake_agent: StartFake, binding: str, version: str
+) -> None:
+    agent = await fake_agent(WeatherFake(version))
+    agent_id = await register(client, agent.url, version, visibility="public")
+    sent = await b.send(client, agent_id, binding, version, b.message(binding, version, "hi"))
+    alices = _started_task(sent, binding, version)
+    message = {**b.message(binding, version, "hi"), "contextId": alices["contextId"]}
+
+    r = await b.send(client.as_(token("bob@example.com")), agent_id, binding, version, message)
+
+    refused = b.refusal(r, binding, version)
+    assert refused.code == -32001
+    assert refused.http_status == (404 if binding == b.REST else 200)
+    assert "alice" not in r.raw.decode()
+    assert len(agent.received) == 1
+
+
+@ALL
+async def test_a_send_referencing_another_callers_task_is_task_not_found(
+    client: Client, fake_agent: StartFake, binding: str, version: str
+) -> None:
+    agent = await fake_agent(WeatherFake(version))
+    agent_id = await register(client, agent.url, version, visibility="public")
+    sent = await b.send(client, agent_id, binding, version, b.message(binding, version, "hi"))
+    alices = _started_task(sent, binding, version)
+    message = {**b.message(binding, version, "hi"), "referenceTaskIds": [alices["id"]]}
+
+    r = await b.send(client.as_(token("bob@example.com")), agent_id, binding, version, message)
+
+    assert b.refusal(r, binding, version).code == -32001
+    assert "alice" not in r.raw.decode()
+    assert len(agent.received) == 1

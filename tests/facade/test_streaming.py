@@ -78,6 +78,29 @@ async def test_stream_refused_before_it_starts_is_a_plain_json_rpc_error(client:
     assert (r.json()["id"], r.json()["error"]["code"]) == (4, -32001)
 
 
+@pytest.mark.parametrize(
+    ("method", "version"), [("SendStreamingMessage", "1.0"), ("message/stream", "0.3")]
+)
+async def test_streamed_start_in_the_context_of_another_callers_task_is_task_not_found(
+    client: Client, streaming_sdk: SdkAgent, method: str, version: str
+) -> None:
+    agent_id = await register(
+        client, streaming_sdk.url, "1.0", visibility="public", capabilities=STREAMING
+    )
+    frames = await stream(client, agent_id, method, message_v10("weather?"), version, 1)
+    result = frames[0]["result"]
+    context_id = result.get("task", result)["contextId"]
+    params = message_v10("weather?") if version == "1.0" else message_v03("weather?")
+    params["message"]["contextId"] = context_id
+    calls = len(streaming_sdk.received)
+
+    r = await rpc(client, agent_id, method, params, version=version, bearer=token("bob@x.org"))
+
+    assert (r.status, r.headers["content-type"]) == (200, "application/json")
+    assert r.json()["error"]["code"] == -32001
+    assert len(streaming_sdk.received) == calls
+
+
 async def test_stream_needs_the_invoke_permission(client: Client) -> None:
     agent_id = await register(client, "http://127.0.0.1:9/", "1.0", visibility="public")
     r = await rpc(
