@@ -277,6 +277,9 @@ async def test_a_send_in_proto_names_at_every_depth_reaches_the_agent_in_json_na
     agent = await fake_agent(WeatherFake("1.0"))
     agent_id = await register(client, agent.url, "1.0")
     metadata = {"trace_id": "t-1", "traceId": "both names are the client's own"}
+    facade = Facade(client, agent_id, binding, proto_names=True)
+    # A task of the caller's to reference (a reference must name a task the caller can see).
+    earlier = _answer(await facade.call("SendMessage", {"message": _hi("m-0")}))["task"]["id"]
     async with push_receiver() as receiver:
         config = {
             "id": "inline-1",
@@ -292,7 +295,7 @@ async def test_a_send_in_proto_names_at_every_depth_reaches_the_agent_in_json_na
                     {"text": "weather?", "media_type": "text/plain", "metadata": metadata},
                     {"data": {"city_name": "Paris"}, "media_type": "application/json"},
                 ],
-                "reference_task_ids": ["T0"],
+                "reference_task_ids": [earlier],
                 "metadata": metadata,
             },
             "configuration": {
@@ -302,17 +305,16 @@ async def test_a_send_in_proto_names_at_every_depth_reaches_the_agent_in_json_na
             },
             "metadata": metadata,
         }
-        facade = Facade(client, agent_id, binding, proto_names=True)
         task = _answer(await facade.call("SendMessage", params))["task"]
         assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-        [sent] = agent.received
+        [_, sent] = agent.received
         assert _snake_keys(sent) == []
         message = sent["params"]["message"]
         assert message["parts"] == [
             {"text": "weather?", "mediaType": "text/plain", "metadata": metadata},
             {"data": {"city_name": "Paris"}, "mediaType": "application/json"},
         ]
-        assert (message["referenceTaskIds"], message["metadata"]) == (["T0"], metadata)
+        assert (message["referenceTaskIds"], message["metadata"]) == ([earlier], metadata)
         assert sent["params"]["metadata"] == metadata
         assert sent["params"]["configuration"] == {
             "acceptedOutputModes": ["text/plain"],
