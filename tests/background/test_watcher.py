@@ -211,8 +211,9 @@ async def test_task_left_working_by_a_broken_stream_is_followed_to_its_end(
 async def test_the_slow_sample_agent_is_followed_to_its_question_and_then_its_forecast(
     watching: Client, db: asyncpg.Connection, streaming: bool
 ) -> None:
-    # Each turn works for 1 s: long enough for the watch to subscribe before it ends.
-    runner, url = await start_sample_agent(slow_s=1.0)
+    # Each turn works long enough for the watch to subscribe before it ends, even on a busy
+    # machine (a poll needs no such margin).
+    runner, url = await start_sample_agent(slow_s=4.0 if streaming else 1.0)
     try:
         agent = await register(watching, url, "1.0", [], capabilities={"streaming": streaming})
         task_id, answered = await start_now(watching, agent, "weather?")
