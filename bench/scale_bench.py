@@ -6,14 +6,17 @@ with 100k events, and at each size every read route is timed through a real gate
 (``a2a-continue serve``): p50/p99 and the ratio of each p50 to its p50 at 10k. The p50s are
 drawn (against the size, one line per route) to ``docs/scale.svg``.
 
-Streams: the same gateway then holds ``--streams`` idle live event streams (1,000 of them on
-one task, the rest one per task); printed are its RSS per stream, its database connections,
-the database's statements per second while the streams idle, the longest answer of a
-``/healthz`` probe (another process, every 20 ms: the gateway's stalls), and the time from an
-event's commit to its arrival on each of the 1,000 streams of its task (p50/p99, 10 rounds).
+Streams: the same gateway then holds ``--streams`` idle live event streams on ``--tasks``
+tasks (1,000 of them on one task, the rest spread evenly over the others); printed are its RSS
+per stream, its database connections, the database's transactions per second while the streams
+idle (``pg_stat_database``, over ``--idle-s``, opened once the gateway is quiet and PostgreSQL
+has reported the streams' first reads), the longest answer of a ``/healthz`` probe (another
+process, every 20 ms: the gateway's stalls), and the time from an event's commit to its
+arrival on each of the 1,000 streams of its task (p50/p99, 10 rounds).
 
 The machine is shared and noisy: compare the ratios, not the milliseconds. Usage:
-    python bench/scale_bench.py [--sizes 10000,100000,1000000] [--streams 10000] [--quick]
+    python bench/scale_bench.py [--sizes 10000,100000,1000000] [--streams 10000] [--tasks 1000]
+                                [--idle-s 60] [--settle-s S] [--streams-only] [--quick]
 A2AC_DATABASE_URL names the server (a database ``a2ac_scale_bench`` is made on it and
 dropped at the end); without it an embedded PostgreSQL is started.
 """
@@ -34,6 +37,7 @@ import uuid
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 import asyncpg
@@ -216,8 +220,37 @@ def probe_worst(probe: subprocess.Popen[str], log: Path, phases: list[float]) ->
     return worst
 
 
-async def statements(conn: asyncpg.Connection) -> int:
-    """Transactions (each a statement, in autocommit) the bench database has run so far."""
+# PostgreSQL adds a backend's counts to pg_stat_database at most once a second, and those of
+# a backend's last second of work before it idles only 10 s later (PGSTAT_IDLE_INTERVAL): a
+# window that opens sooner than that after the streams' first reads counts those reads in it.
+REPORT_LAG_S = 12.0
+# The gateway is done with the streams' first reads once its CPU stays under this share of a
+# core (idle, the keep-alives cost about a tenth) for QUIET_S.
+QUIET_CPU = 0.3
+QUIET_S = 2.0
+
+
+async def settle(gw_pid: int, fixed_s: float | None) -> float:
+    """Wait until the window may open: ``fixed_s``, else until the gateway has been quiet
+    for QUIET_S (at most 120 s) and then REPORT_LAG_S. Return the seconds waited."""
+    started = time.perf_counter()
+    if fixed_s is not None:
+        await asyncio.sleep(fixed_s)
+        return fixed_s
+    quiet_since = time.perf_counter()
+    while time.perf_counter() - started < 120:
+        cpu = cpu_seconds(gw_pid)
+        await asyncio.sleep(0.5)
+        if (cpu_seconds(gw_pid) - cpu) / 0.5 > QUIET_CPU:
+            quiet_since = time.perf_counter()
+        elif time.perf_counter() - quiet_since >= QUIET_S:
+            break
+    await asyncio.sleep(REPORT_LAG_S)
+    return time.perf_counter() - started
+
+
+async def transactions(conn: asyncpg.Connection) -> int:
+    """Transactions the bench database has counted so far (``pg_stat_database``)."""
     value = await conn.fetchval(
         "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = $1", DB_NAME
     )
@@ -271,7 +304,7 @@ class Streams:
 
 async def measure_streams(
     url: str, base: str, gw_pid: int, headers: dict[str, str], count: int, fanout: int,
-    idle_s: float,
+    tasks: int, idle_s: float, settle_s: float | None,
 ) -> dict[str, Any]:  # fmt: skip
     conn = await asyncpg.connect(url)
     try:
@@ -283,17 +316,19 @@ async def measure_streams(
             " RETURNING id",
             ALICE,
         )
-        singles = count - fanout
+        # The streams off the hot task s0, spread evenly over the other tasks.
+        others = count - fanout
+        spread = max(1, min(tasks - 1, others))
         await conn.execute(
             "INSERT INTO a2a_tasks (agent_id, task_id, state, owner, last_seq)"
             " SELECT $1, 's' || i, 'input-required', $2, 0 FROM generate_series(0, $3) AS i",
             agent,
             ALICE,
-            singles,
+            spread,
         )
         hot = await conn.fetchval("SELECT id FROM a2a_tasks WHERE agent_id = $1 AND task_id = 's0'",
                                   agent)  # fmt: skip
-        paths = [f"/v1/a2a/{agent}/tasks/s{i}/events" for i in range(1, singles + 1)]
+        paths = [f"/v1/a2a/{agent}/tasks/s{1 + i % spread}/events" for i in range(others)]
         paths += [f"/v1/a2a/{agent}/tasks/s0/events"] * fanout
         async with aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=None)
@@ -307,13 +342,13 @@ async def measure_streams(
             await streams.open(paths)
             phases.append(time.time())
             opened_s = time.perf_counter() - started
-            # The hub records its interest in every task; the statistics of the opening reads
-            # reach pg_stat_database within 10 s of their backends going idle.
-            await asyncio.sleep(15)
+            # The hub records its interest in every task and the streams' first reads end.
+            settled_s = await settle(gw_pid, settle_s)
             rss_open, conns_open = rss_kb(gw_pid), await gateway_connections(conn)
-            before, cpu_before = await statements(conn), cpu_seconds(gw_pid)
+            before, cpu_before = await transactions(conn), cpu_seconds(gw_pid)
             await asyncio.sleep(idle_s)
-            idle_qps = (await statements(conn) - before - 1) / idle_s
+            # Less the bench's own reading of the count (one transaction).
+            idle_tps = (await transactions(conn) - before - 1) / idle_s
             idle_cpu = (cpu_seconds(gw_pid) - cpu_before) / idle_s * 100
             phases.append(time.time())
             # Fan-out: an event on the task 1,000 streams wait on, ten times.
@@ -347,7 +382,10 @@ async def measure_streams(
             "rss_closed_kb": rss_closed,
             "rss_per_stream_kb": (rss_idle - rss_before) / max(streams.opened, 1),
             "db_connections": (conns_before, conns_open),
-            "idle_statements_per_s": idle_qps,
+            "tasks": spread + 1,
+            "idle_settle_s": round(settled_s, 1),
+            "idle_window_s": idle_s,
+            "idle_transactions_per_s": round(idle_tps, 2),
             "idle_gateway_cpu_percent": idle_cpu,
             # The longest /healthz answer while the streams opened, idled, took the events.
             "max_stall_ms": {
@@ -437,7 +475,8 @@ async def run(server_url: str, args: argparse.Namespace) -> None:
     await admin.execute(f"DROP DATABASE IF EXISTS {DB_NAME}")
     await admin.execute(f"CREATE DATABASE {DB_NAME}")
     await admin.close()
-    url = server_url.rsplit("/", 1)[0] + "/" + DB_NAME
+    # The same server, another database (the embedded server's URL names its socket after).
+    url = urlunsplit(urlsplit(server_url)._replace(path="/" + DB_NAME))
     try:
         await migrate_url(url)
         await measure_all(url, args)
@@ -494,7 +533,8 @@ async def measure_all(url: str, args: argparse.Namespace) -> None:
             report_sizes(sizes, table)
         if args.streams:
             figures = await measure_streams(url, base, gw.pid, headers, args.streams,
-                                            args.fanout, args.idle_s)  # fmt: skip
+                                            args.fanout, args.tasks, args.idle_s,
+                                            args.settle_s)  # fmt: skip
             print(json.dumps(figures, indent=2))
 
 
@@ -519,14 +559,28 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200, help="timed GETs per route")
     parser.add_argument("--streams", type=int, default=10_000)
     parser.add_argument("--fanout", type=int, default=1000)
-    parser.add_argument("--idle-s", type=float, default=60.0)
+    parser.add_argument(
+        "--tasks",
+        type=int,
+        default=1000,
+        help="tasks the streams wait on: the hot one and the others'",
+    )
+    parser.add_argument("--idle-s", type=float, default=60.0, help="the idle window")
+    parser.add_argument(
+        "--settle-s",
+        type=float,
+        default=None,
+        help="open the idle window this long after the streams opened"
+        " (default: once the gateway is quiet, and 12 s more)",
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes, 1,000 streams")
     parser.add_argument("--streams-only", action="store_true", help="skip the data sizes")
     args = parser.parse_args()
     if args.quick:
         args.sizes, args.requests, args.streams, args.fanout = "1000,10000", 50, 1000, 200
+        args.tasks = 100
         args.idle_s = 10.0
-    with database() as server_url:
+    with database() as (server_url, _):
         asyncio.run(run(server_url, args))
 
 

@@ -14,7 +14,9 @@ import msgspec
 import pytest
 
 from a2a_continue.app import create_app
+from a2a_continue.core.event_stream import READ_EVENTS, READ_TASK_EVENTS
 from a2a_continue.core.tasks import append_event, record_outcome
+from a2a_continue.runtime.interest import POLL
 from a2a_continue.settings import Settings
 from tests.support.client import Client, register, token
 from tests.support.database import direct_url
@@ -309,6 +311,49 @@ async def test_a_quiet_stream_sends_keep_alive_comments(
         async with client.session.get(url, headers=headers) as r:
             received = events(r, comments=True)
             assert (await take(received, 1))[0].comment == "keep-alive"
+
+
+async def test_an_idle_stream_reads_nothing_through_the_hub_s_polls_and_its_keep_alives(
+    settings: Settings, db: asyncpg.Connection
+) -> None:
+    agent, _ = await seed(db)
+    reads: list[str] = []
+
+    def on_query(record: Any) -> None:
+        if record.query in (READ_EVENTS, READ_TASK_EVENTS):
+            reads.append(record.query)
+
+    async def polled() -> None:
+        """Wait until the hub's connection runs its poll (it polls every 50 ms)."""
+        await eventually(
+            lambda: db.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity"
+                " WHERE datname = current_database() AND query = $1)",
+                POLL,
+            ),
+            "the hub's poll",
+        )
+
+    changed = msgspec.structs.replace(settings, keepalive_s=0.2, stream_poll_s=0.05)
+    app = create_app(changed, on_query=on_query)
+    async with serve_asgi(app) as base, aiohttp.ClientSession() as http:
+        client = Client(base, http)
+        url = f"{client.base}/v1/a2a/{agent}/tasks/T/events?after=1"
+        headers = {"Authorization": f"Bearer {client.bearer}", **STREAM}
+        async with client.session.get(url, headers=headers) as r:
+            received = events(r, comments=True)
+            await eventually(
+                lambda: db.fetchval("SELECT EXISTS (SELECT 1 FROM a2a_stream_interest)"),
+                "the stream's interest recorded",
+            )
+            # Past its first reads (the opening one, and once its interest was recorded).
+            await take(received, 2)
+            before = len(reads)
+            await polled()
+            quiet = await take(received, 3)
+            await polled()
+            assert [e.comment for e in quiet] == ["keep-alive"] * 3
+            assert reads[before:] == []
 
 
 async def test_more_idle_streams_than_pool_connections_and_other_requests_are_still_served(
