@@ -15,7 +15,7 @@ import asyncpg
 
 from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.a2a.key_sets import KeySets
-from a2a_continue.errors import DatabaseUnavailable
+from a2a_continue.errors import AppError, DatabaseUnavailable
 from a2a_continue.runtime.call_limits import AgentSlots
 from a2a_continue.runtime.card_keys import CardSigner, GatewayCardKey, load_card_signer
 from a2a_continue.runtime.db import (
@@ -224,7 +224,13 @@ class Lent:
 
     async def __aexit__(self, kind: Any, error: Any, trace: Any) -> None:
         gw, conn = self.gw, self.conn
-        fault = kind is not None and issubclass(kind, DB_FAULTS)
+        # Once the deadline has ended the connection, a statement caught mid-way can fail
+        # with whatever asyncpg's torn-down protocol raises (an AttributeError, say): that
+        # is the deadline too, never an internal error. The block's own refusals stay.
+        fault = kind is not None and (
+            issubclass(kind, DB_FAULTS)
+            or (self.expired and issubclass(kind, Exception) and not issubclass(kind, AppError))
+        )
         if fault and not self.expired and issubclass(kind, TimeoutError) and usable(conn):
             # Its statement timed out and asyncpg is cancelling it on the server: let the
             # pool wait for that (bounded) off the request's path.

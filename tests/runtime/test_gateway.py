@@ -12,8 +12,8 @@ import msgspec
 import pytest
 
 from a2a_continue.app import create_app
-from a2a_continue.errors import DatabaseUnavailable
-from a2a_continue.runtime.db import HeldConnections, create_pool
+from a2a_continue.errors import DatabaseUnavailable, NotFound
+from a2a_continue.runtime.db import HeldConnections, create_pool, usable
 from a2a_continue.runtime.gateway import Gateway
 from a2a_continue.runtime.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings
@@ -251,3 +251,36 @@ async def test_a_statement_the_bound_cut_on_a_frozen_server_leaves_no_connection
 
     assert await backend_pid(gw) != first
     assert gw.held is not None and gw.held.out == 1
+
+
+async def test_any_error_of_a_statement_the_bound_cut_is_a_503_not_an_internal_error(
+    settings: Settings,
+) -> None:
+    # When the bound ends a loan's connection mid-statement, asyncpg's torn-down protocol may
+    # raise an error of its own (an AttributeError on its vanished transport) instead of a
+    # connection error: that is the bound too. A refusal of the block's own stays what it is.
+    assert settings.database_url
+    pool = await create_pool(settings.database_url, 1, statement_cache=settings.db_statement_cache)
+    bounded = msgspec.structs.replace(settings, db_timeout_s=BOUND_S)
+
+    async def cut(gw: Gateway, error: Exception) -> None:
+        async with asyncio.timeout(30), gw.connection() as conn:
+            await eventually(lambda: not usable(conn), "the bound ended the connection")
+            raise error
+
+    async with aiohttp.ClientSession() as session:
+        gw = Gateway(bounded, pool, session, Sealer(decode_key(settings.encryption_key)))
+        try:
+            torn = AttributeError("'NoneType' object has no attribute 'bind_execute'")
+            # Each loan in a context of its own: a cut loan makes its request's next ones fail
+            # at once.
+            loop = asyncio.get_running_loop()
+            with pytest.raises(DatabaseUnavailable) as refused:
+                await loop.create_task(cut(gw, torn), context=contextvars.Context())
+            with pytest.raises(NotFound):
+                await loop.create_task(
+                    cut(gw, NotFound("no such task")), context=contextvars.Context()
+                )
+        finally:
+            await pool.close()
+    assert refused.value.headers["Retry-After"]
