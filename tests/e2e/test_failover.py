@@ -1,0 +1,94 @@
+"""A multi-host database URL rides through a failover: the gateway started on a primary and
+its streaming standby, the primary stopped, the standby promoted."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from functools import partial
+
+import aiohttp
+import asyncpg
+import pytest
+
+from a2a_continue.app import create_app
+from a2a_continue.runtime.db import migrate_url
+from a2a_continue.runtime.secrets import new_key
+from a2a_continue.settings import Settings
+from tests.runtime.test_database_restarts import (
+    DB_TIMEOUT_S,
+    Load,
+    asks_again,
+    assert_no_500,
+    every_route,
+)
+from tests.support.agents import register_fake
+from tests.support.client import JWT_SECRET, Client
+from tests.support.fakes import Scripted, StartFake
+from tests.support.own_postgres import OwnPostgres
+from tests.support.servers import serve_asgi
+from tests.support.standby import Standby, multi_host_url, primary_and_standby
+from tests.support.waiting import eventually
+
+WRITERS = 3
+
+
+async def listen_sessions(server: OwnPostgres) -> int | None:
+    """How many sessions on ``server`` last ran a LISTEN (the hub's connection, idle)."""
+    conn = await asyncpg.connect(server.url)
+    try:
+        found = await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE query ILIKE 'LISTEN%' AND pid <> pg_backend_pid()"
+        )
+        return int(found) or None
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def pair() -> AsyncIterator[tuple[OwnPostgres, Standby]]:
+    """A migrated primary streaming to a running standby."""
+    with primary_and_standby() as (primary, standby):
+        await primary.start()
+        await migrate_url(multi_host_url(primary, standby))
+        await asyncio.to_thread(standby.clone, primary)
+        await standby.start()
+        yield primary, standby
+
+
+async def test_writes_resume_on_the_promoted_standby_without_a_500(
+    pair: tuple[OwnPostgres, Standby], fake_agent: StartFake
+) -> None:
+    primary, standby = pair
+    settings = Settings(
+        database_url=multi_host_url(primary, standby),
+        jwt_secret=JWT_SECRET,
+        encryption_key=new_key(),
+        db_timeout_s=DB_TIMEOUT_S,
+        agent_timeout_s=30.0,
+        pool_size=4,
+    )
+    async with serve_asgi(create_app(settings)) as base, aiohttp.ClientSession() as session:
+        client = Client(base, session)
+        agent = await register_fake(client, fake_agent, Scripted(asks_again, asks_again))
+        load = Load(client, agent)
+        task_id = await load.start()
+        assert task_id is not None
+        workers = [asyncio.create_task(load.writer()) for _ in range(WRITERS)]
+        workers.append(asyncio.create_task(load.reader(task_id)))
+        try:
+            began = time.monotonic()
+            await eventually(partial(every_route, load, 200, began), "writes on the primary")
+            await eventually(lambda: listen_sessions(primary), "the hub listens on the primary")
+            await primary.stop()
+            await standby.promote()
+            promoted = time.monotonic()
+            await eventually(partial(every_route, load, 200, promoted), "writes resume")
+            await eventually(lambda: listen_sessions(standby), "the hub follows the primary")
+        finally:
+            load.stopping.set()
+            await asyncio.gather(*workers)
+
+    assert_no_500(load)
