@@ -47,7 +47,7 @@ WRITES = {"start", "follow-up"}
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[OwnPostgres]:
     """A PostgreSQL of this module's own, migrated (the run's server is never stopped)."""
-    with own_postgres() as server:
+    with own_postgres(OwnPostgres) as server:
 
         async def prepare() -> None:
             await server.start()

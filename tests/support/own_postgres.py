@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tests.support.ports import free_port
 
@@ -158,13 +158,18 @@ def children(pid: int) -> list[int]:
     return found
 
 
+S = TypeVar("S", bound=OwnPostgres)
+
+
 @contextmanager
-def own_postgres() -> Iterator[OwnPostgres]:
-    """A new cluster for the block (not started); killed and removed after it."""
+def own_postgres(kind: type[S], *, init: bool = True) -> Iterator[S]:
+    """A new cluster of ``kind`` for the block (not started; not made when ``init`` is false,
+    for one copied from another); killed and removed after it."""
     root = Path(tempfile.mkdtemp(prefix="a2ac-own-pg-"))
-    server = OwnPostgres(root)
+    server = kind(root)
     try:
-        server.init()
+        if init:
+            server.init()
         yield server
     finally:
         server.kill()

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
-from tests.support.own_postgres import OwnPostgres
+from tests.support.own_postgres import OwnPostgres, own_postgres
 
 
 class Standby(OwnPostgres):
@@ -36,16 +34,8 @@ class Standby(OwnPostgres):
 @contextmanager
 def primary_and_standby() -> Iterator[tuple[OwnPostgres, Standby]]:
     """A new primary (not started) and a standby (not yet cloned); both removed after."""
-    roots = [Path(tempfile.mkdtemp(prefix="a2ac-failover-")) for _ in range(2)]
-    primary, standby = OwnPostgres(roots[0]), Standby(roots[1])
-    try:
-        primary.init()
+    with own_postgres(OwnPostgres) as primary, own_postgres(Standby, init=False) as standby:
         yield primary, standby
-    finally:
-        standby.kill()
-        primary.kill()
-        for root in roots:
-            shutil.rmtree(root, ignore_errors=True)
 
 
 def multi_host_url(*servers: OwnPostgres) -> str:
