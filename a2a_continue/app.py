@@ -15,6 +15,7 @@ from a2a_continue.background.push import Dispatcher
 from a2a_continue.background.retention import pruning
 from a2a_continue.background.sweeps import start_sweeper, stop_sweeper, sweeping_claims
 from a2a_continue.background.watcher import Watcher
+from a2a_continue.core.tasks.interest import INTEREST_ROWS
 from a2a_continue.facade import push
 from a2a_continue.facade import routes as facade
 from a2a_continue.http import console, docs, openapi, rest
@@ -82,6 +83,7 @@ def create_app(
         session = agent_session(settings)
         hub = Hub(
             settings.listen_database_url or database_url,
+            rows=INTEREST_ROWS,
             listen=settings.listen,
             poll_s=settings.stream_poll_s,
         )

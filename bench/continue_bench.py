@@ -429,7 +429,7 @@ def main() -> None:
     if args.base:
         return run_ab(args)
 
-    from a2a_continue.core.callers import mint_token
+    from a2a_continue.core.access.callers import mint_token
     from a2a_continue.runtime.db import migrate_url
     from a2a_continue.runtime.secrets import new_key
 
@@ -608,7 +608,7 @@ def report_ab(rows: list[dict[str, Any]], base: str) -> None:
 def run_ab(args: argparse.Namespace) -> None:
     """Measure the current tree's follow-up against the base commit's, each on its own
     embedded PostgreSQL, with one agent for both."""
-    from a2a_continue.core.callers import mint_token
+    from a2a_continue.core.access.callers import mint_token
     from a2a_continue.runtime.secrets import new_key
 
     base_root = build_base(args.base)

@@ -271,7 +271,7 @@ def main() -> None:
     if args.quick:
         args.seconds, args.requests = 3.0, 300
 
-    from a2a_continue.core.callers import mint_token
+    from a2a_continue.core.access.callers import mint_token
     from a2a_continue.runtime.db import migrate_url
     from a2a_continue.runtime.secrets import new_key
 

@@ -45,9 +45,9 @@ import asyncpg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from continue_bench import cpu_seconds, database, free_port, percentile, process
 
-from a2a_continue.core.callers import mint_token
-from a2a_continue.core.pagination import encode_cursor
-from a2a_continue.core.tasks import append_event
+from a2a_continue.core.access.callers import mint_token
+from a2a_continue.core.shapes.pagination import encode_cursor
+from a2a_continue.core.tasks.store import append_event
 from a2a_continue.runtime.db import migrate_url
 from a2a_continue.runtime.secrets import new_key
 

@@ -36,7 +36,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from a2a_continue.core.callers import mint_token
+from a2a_continue.core.access.callers import mint_token
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = shlex.split(os.environ["HA_COMPOSE"])

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from a2a_continue.app import create_app
-from a2a_continue.core.callers import mint_token
+from a2a_continue.core.access.callers import mint_token
 from a2a_continue.limits import MAX_JSON_DEPTH, json_depth
 from a2a_continue.settings import Settings
 from tests.support.client import JWT_SECRET, Client, assert_problem, register

@@ -22,8 +22,8 @@ from typing import Any
 import aiohttp
 
 from a2a_continue.a2a.netguard import check_call_url, guarded_connector, refused_reason
-from a2a_continue.core import push_deliveries as outbox
-from a2a_continue.core.push_configs import PUSH_NETWORKS, sealed_context
+from a2a_continue.core.push import deliveries as outbox
+from a2a_continue.core.push.configs import PUSH_NETWORKS, sealed_context
 from a2a_continue.obs import metrics
 from a2a_continue.runtime.db import Record
 from a2a_continue.runtime.gateway import Gateway

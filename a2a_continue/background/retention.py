@@ -8,7 +8,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 
-from a2a_continue.core import retention
+from a2a_continue.core.tasks import retention
 from a2a_continue.obs import metrics
 from a2a_continue.runtime.gateway import Gateway
 

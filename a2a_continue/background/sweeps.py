@@ -7,8 +7,8 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 
-from a2a_continue.core import idempotency_keys
-from a2a_continue.core.claims import sweep_expired_claims
+from a2a_continue.core.idempotency import keys as idempotency_keys
+from a2a_continue.core.tasks.claims import sweep_expired_claims
 from a2a_continue.obs import metrics
 from a2a_continue.runtime.db import Pool
 from a2a_continue.runtime.gateway import Gateway

@@ -25,12 +25,13 @@ from typing import Any
 from a2a_continue.a2a import protocol
 from a2a_continue.a2a.answers import ERROR, MESSAGE, TASK, Update
 from a2a_continue.a2a.downstream import AgentTarget
-from a2a_continue.core import leases, watches
-from a2a_continue.core.agents import can_stream
-from a2a_continue.core.exchange import exchange_stream
-from a2a_continue.core.snapshots import TASK_NOT_FOUND, ask_agent, status_mark
-from a2a_continue.core.tasks import SYSTEM_ACTOR
-from a2a_continue.core.updates import record_update
+from a2a_continue.core.agents.exchange import exchange_stream
+from a2a_continue.core.agents.registry import can_stream
+from a2a_continue.core.tasks import watches
+from a2a_continue.core.tasks.store import SYSTEM_ACTOR
+from a2a_continue.core.tasks.updates import record_update
+from a2a_continue.core.watch import leases
+from a2a_continue.core.watch.snapshots import TASK_NOT_FOUND, ask_agent, status_mark
 from a2a_continue.errors import (
     AgentBadAnswer,
     AgentTimeout,

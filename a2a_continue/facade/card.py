@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from a2a_continue.core.callers import AGENT_VISIBLE, ANONYMOUS, Caller
+from a2a_continue.core.access.callers import AGENT_VISIBLE, ANONYMOUS, Caller
 from a2a_continue.errors import NotFound, Unauthorized
 from a2a_continue.runtime.db import Conn, Record
 

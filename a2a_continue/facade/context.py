@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from a2a_continue.core.callers import Caller
+from a2a_continue.core.access.callers import Caller
 from a2a_continue.runtime.gateway import Gateway
 
 

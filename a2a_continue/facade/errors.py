@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from a2a_continue.core.idempotency import InvalidKey, KeyReused, KeyStreamed
+from a2a_continue.core.idempotency.retries import InvalidKey, KeyReused, KeyStreamed
 from a2a_continue.errors import (
     AppError,
     BadRequest,

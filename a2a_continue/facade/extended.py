@@ -8,8 +8,8 @@ from typing import Any
 
 from a2a_continue.a2a import protocol
 from a2a_continue.a2a.downstream import post_rpc
-from a2a_continue.core import card_trust
-from a2a_continue.core.agents import visible_agent_row
+from a2a_continue.core.agents import card_trust
+from a2a_continue.core.agents.registry import visible_agent_row
 from a2a_continue.errors import AgentBadAnswer
 from a2a_continue.facade import card
 from a2a_continue.facade.context import Call

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from a2a_continue.a2a import protojson
-from a2a_continue.core.idempotency import REPLAYED, Replayed
+from a2a_continue.core.idempotency.retries import REPLAYED, Replayed
 from a2a_continue.errors import PayloadTooLarge
 from a2a_continue.facade import http_errors, keys, rest03, rpc, streaming
 from a2a_continue.facade import http_requests as rq

@@ -13,7 +13,13 @@ from typing import Any
 
 import msgspec
 
-from a2a_continue.core.idempotency import KeyHold, check_key, idempotent, message_key, request_hash
+from a2a_continue.core.idempotency.retries import (
+    KeyHold,
+    check_key,
+    idempotent,
+    message_key,
+    request_hash,
+)
 from a2a_continue.facade.context import Call
 
 

@@ -10,12 +10,12 @@ from starlette.responses import Response
 
 from a2a_continue.a2a import protocol
 from a2a_continue.a2a.answers import ERROR, TASK, Update
-from a2a_continue.core import continuation, invoke
-from a2a_continue.core.callers import TASK_VISIBLE
-from a2a_continue.core.models import ContinueBody, StartBody
-from a2a_continue.core.snapshots import ask_agent
-from a2a_continue.core.task_reads import find_task, list_task_rows, task_out
-from a2a_continue.core.updates import record_update
+from a2a_continue.core.access.callers import TASK_VISIBLE
+from a2a_continue.core.shapes.messages import ContinueBody, StartBody
+from a2a_continue.core.tasks.reads import find_task, list_task_rows, task_out
+from a2a_continue.core.tasks.updates import record_update
+from a2a_continue.core.turns import continuation, invoke
+from a2a_continue.core.watch.snapshots import ask_agent
 from a2a_continue.errors import AgentBadAnswer, Invalid, NotCancelable
 from a2a_continue.facade import keys, push, translate
 from a2a_continue.facade.context import Call

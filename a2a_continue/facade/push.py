@@ -9,8 +9,8 @@ from typing import Any
 import msgspec
 
 from a2a_continue.a2a import answers
-from a2a_continue.core import push_configs as pc
-from a2a_continue.core.push_deliveries import decode_snapshot
+from a2a_continue.core.push import configs as pc
+from a2a_continue.core.push.deliveries import decode_snapshot
 from a2a_continue.facade import translate
 from a2a_continue.facade.context import Call
 from a2a_continue.facade.errors import INVALID_PARAMS, RpcError

@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from a2a_continue.a2a import protojson
 from a2a_continue.a2a.protocol import INTERRUPTED_STATES, TERMINAL_STATES
-from a2a_continue.core.idempotency import REPLAYED, Replayed
+from a2a_continue.core.idempotency.retries import REPLAYED, Replayed
 from a2a_continue.errors import AppError, Forbidden
 from a2a_continue.facade import methods as m
 from a2a_continue.facade import push, streaming

@@ -14,8 +14,8 @@ import datetime as dt
 import msgspec
 
 from a2a_continue.a2a.answers import TASK
-from a2a_continue.core.exchange import Forwarded
-from a2a_continue.core.models import TaskOut
+from a2a_continue.core.agents.exchange import Forwarded
+from a2a_continue.core.tasks.models import TaskOut
 from a2a_continue.facade import translate
 
 JSON = dict[str, object]

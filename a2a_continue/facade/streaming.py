@@ -19,10 +19,10 @@ from sse_starlette import ServerSentEvent
 from a2a_continue.a2a import protocol
 from a2a_continue.a2a.answers import ARTIFACT, ERROR, STATUS, TASK
 from a2a_continue.a2a.protocol import TERMINAL_STATES
-from a2a_continue.core import relay
-from a2a_continue.core.event_stream import EventStream
-from a2a_continue.core.models import EventOut
-from a2a_continue.core.task_reads import find_task, task_out
+from a2a_continue.core.tasks.event_stream import EventStream
+from a2a_continue.core.tasks.models import EventOut
+from a2a_continue.core.tasks.reads import find_task, task_out
+from a2a_continue.core.turns import relay
 from a2a_continue.errors import AppError
 from a2a_continue.facade import keys, push, translate
 from a2a_continue.facade import methods as m

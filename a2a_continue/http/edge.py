@@ -27,9 +27,9 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute, Match, Route, Router
 from starlette.types import Message, Receive, Scope, Send
 
-from a2a_continue.core import callers as auth
-from a2a_continue.core.callers import Caller, TokenSource
-from a2a_continue.core.idempotency import Replayed
+from a2a_continue.core.access import callers as auth
+from a2a_continue.core.access.callers import Caller, TokenSource
+from a2a_continue.core.idempotency.retries import Replayed
 from a2a_continue.errors import (
     AppError,
     MethodNotAllowed,

@@ -9,28 +9,19 @@ from typing import Any
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from a2a_continue.core import (
-    agents,
-    cards,
-    continuation,
-    idempotency,
-    invoke,
-    refresh,
-    relay,
-    task_answers,
-    task_list,
-    task_reads,
-)
-from a2a_continue.core.callers import Caller
-from a2a_continue.core.exchange import Forwarded
-from a2a_continue.core.models import (
-    AgentCreate,
-    AgentPatch,
-    CancelBody,
-    ContinueBody,
-    decode_body,
-    encode,
-)
+from a2a_continue.core.access.callers import Caller
+from a2a_continue.core.agents import cards
+from a2a_continue.core.agents import registry as agents
+from a2a_continue.core.agents.exchange import Forwarded
+from a2a_continue.core.agents.models import AgentCreate, AgentPatch
+from a2a_continue.core.idempotency import retries as idempotency
+from a2a_continue.core.shapes.messages import CancelBody, ContinueBody
+from a2a_continue.core.shapes.wire import decode_body, encode
+from a2a_continue.core.tasks import listing as task_list
+from a2a_continue.core.tasks import reads as task_reads
+from a2a_continue.core.turns import answers as task_answers
+from a2a_continue.core.turns import continuation, invoke, relay
+from a2a_continue.core.watch import refresh
 from a2a_continue.errors import PayloadTooLarge
 from a2a_continue.http import sse
 from a2a_continue.limits import body_timeout

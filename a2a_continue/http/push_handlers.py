@@ -8,8 +8,9 @@ import uuid
 from starlette.requests import Request
 from starlette.responses import Response
 
-from a2a_continue.core import push_configs, push_deliveries
-from a2a_continue.core.models import decode_body
+from a2a_continue.core.push import configs as push_configs
+from a2a_continue.core.push import deliveries as push_deliveries
+from a2a_continue.core.shapes.wire import decode_body
 from a2a_continue.http.handlers import (
     agent_id_of,
     caller_of,

@@ -7,20 +7,11 @@ gateway): Swagger UI's "Try it out" starts from it.
 
 from __future__ import annotations
 
-from a2a_continue.core.models import (
-    AgentCreate,
-    AgentList,
-    AgentOut,
-    AgentPatch,
-    CancelBody,
-    ContinueBody,
-    EventList,
-    StartBody,
-    TaskList,
-    TaskOut,
-)
-from a2a_continue.core.push_configs import PushConfigCreate, PushConfigList, PushConfigOut
-from a2a_continue.core.push_deliveries import DeliveryList, DeliveryOut
+from a2a_continue.core.agents.models import AgentCreate, AgentList, AgentOut, AgentPatch
+from a2a_continue.core.push.configs import PushConfigCreate, PushConfigList, PushConfigOut
+from a2a_continue.core.push.deliveries import DeliveryList, DeliveryOut
+from a2a_continue.core.shapes.messages import CancelBody, ContinueBody, StartBody
+from a2a_continue.core.tasks.models import EventList, TaskList, TaskOut
 from a2a_continue.http import handlers as h
 from a2a_continue.http import push_handlers as ph
 from a2a_continue.http.routes import PUBLIC, ApiRoute, Operation, Param

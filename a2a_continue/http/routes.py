@@ -11,7 +11,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from a2a_continue.core.callers import Caller
+from a2a_continue.core.access.callers import Caller
 from a2a_continue.errors import Forbidden
 
 JSON = dict[str, Any]

@@ -12,10 +12,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from a2a_continue.core.callers import Caller
-from a2a_continue.core.event_stream import EventStream, start_after, until_states
-from a2a_continue.core.models import encode
-from a2a_continue.core.relay import Relay
+from a2a_continue.core.access.callers import Caller
+from a2a_continue.core.shapes.wire import encode
+from a2a_continue.core.tasks.event_stream import EventStream, start_after, until_states
+from a2a_continue.core.turns.relay import Relay
 from a2a_continue.errors import AppError
 from a2a_continue.runtime.gateway import Gateway
 from a2a_continue.runtime.open_streams import OpenStream

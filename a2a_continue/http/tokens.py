@@ -17,7 +17,7 @@ import aiohttp
 import jwt
 
 from a2a_continue.a2a.netguard import check_call_url, guarded_connector, url_problem
-from a2a_continue.core.callers import Caller
+from a2a_continue.core.access.callers import Caller
 from a2a_continue.errors import Unauthorized
 from a2a_continue.limits import has_nul
 from a2a_continue.settings import Settings, SettingsError

@@ -17,9 +17,10 @@ import aiohttp
 import asyncpg
 import msgspec
 
-from a2a_continue.core import console_codes, retention
-from a2a_continue.core.callers import mint_token
-from a2a_continue.core.retention import Pruned
+from a2a_continue.core.access import console_codes
+from a2a_continue.core.access.callers import mint_token
+from a2a_continue.core.tasks import retention
+from a2a_continue.core.tasks.retention import Pruned
 from a2a_continue.http.tokens import check_jwks_url
 from a2a_continue.ops.startup import (
     StartupError,

@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 
 from a2a_continue.app import create_app
-from a2a_continue.core.callers import mint_token
+from a2a_continue.core.access.callers import mint_token
 from a2a_continue.ops.embedded import embedded_database
 from a2a_continue.ops.sample_agent import start_sample_agent
 from a2a_continue.ops.serving import serve_in_loop

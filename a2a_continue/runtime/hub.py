@@ -4,15 +4,15 @@ The connection listens only while at least one stream in this process waits, so 
 written while none does cost neither PostgreSQL nor this process a notification. Through the
 same connection the hub keeps one row in `a2a_stream_interest` per task its streams wait on
 (this process's id, an expiry it refreshes): event writers notify only a task with such a
-row, on any replica (see `notify_sql`). Each time a task gains interest (its first
+row, on any replica (see core.tasks.interest). Each time a task gains interest (its first
 waiter, listening re-enabled, or after a reconnect) its waiters re-read once LISTEN is active
 and the row is committed, which picks up the events committed before.
 
 A notification only wakes readers, who then read the rows. Idle streams do not poll: the hub
 alone checks, every few seconds and in one statement for all of them, whether a waited task
-has events past what its streams saw, or changed who may see it (`POLL`), and wakes those;
+has events past what its streams saw, or changed who may see it (the rows' `news`), and wakes those;
 so a notification lost (or a listener down) delays an event and never loses it. Agent
-updates and deletions notify too (`notify_agent_sql`): they can end a stream's visibility.
+updates and deletions notify too (core.tasks.interest): they can end a stream's visibility.
 Streams of one task woken together share one read of the new events (`shared`).
 
 Other channels (the push outbox's, ``on_channel``) are listened on whenever the connection
@@ -26,25 +26,51 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Hashable, Iterator
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import asyncpg
 
-from a2a_continue.runtime.db import Conn, NotDirect, check_direct
-from a2a_continue.runtime.interest import (
-    AGENT_PREFIX,
-    DROP_ALL_INTEREST,
-    DROP_INTEREST,
-    EVENTS_CHANNEL,
-    KEEP_INTEREST,
-    POLL,
-    SWEEP_INTEREST,
-)
+from a2a_continue.runtime.db import Conn, NotDirect, Record, check_direct
 from a2a_continue.runtime.waiters import Waiter as Waiter
 
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
+
+# Every statement that appends an event also notifies this channel with the task's row id,
+# in the same transaction, when a live stream (on any replica) waits on the task (see
+# core.tasks.interest). The streams wake and read the new rows.
+EVENTS_CHANNEL = "a2ac_task_events"
+# A notification about an agent (updated or deleted) names it after this prefix.
+AGENT_PREFIX = "agent:"
+
+
+class InterestRows(Protocol):
+    """The statements on a process's stream-interest rows, which their owner
+    (core.tasks.interest) gives the hub."""
+
+    async def prepare(self, conn: Conn) -> None:
+        """Make the connection ready for the rows' soft-state commits."""
+
+    async def keep(
+        self, conn: Conn, tasks: list[uuid.UUID], process: uuid.UUID, ttl_s: float
+    ) -> None:
+        """Write or extend the rows of ``tasks`` for ``ttl_s``."""
+
+    async def drop(self, conn: Conn, process: uuid.UUID, tasks: list[uuid.UUID]) -> None:
+        """Delete the process's rows of ``tasks``."""
+
+    async def drop_all(self, conn: Conn, process: uuid.UUID) -> None:
+        """Delete every row of the process."""
+
+    async def sweep(self, conn: Conn) -> None:
+        """Delete the rows long expired (of processes that died)."""
+
+    async def news(
+        self, conn: Conn, ids: list[uuid.UUID], seen: list[int], scopes: list[str | None]
+    ) -> list[Record]:
+        """The waited tasks with news: ``id``, ``last_seq`` (None: gone) and ``scope``."""
+
 
 # Bound on each statement of the hub's connection (a cut connection is noticed by using it).
 STATEMENT_S = 10.0
@@ -57,13 +83,17 @@ class Hub:
         self,
         database_url: str | None,
         *,
+        rows: InterestRows | None = None,
         listen: bool = True,
         retry_s: float = 1.0,
         interest_ttl_s: float = 60.0,
         refresh_s: float = 20.0,
         poll_s: float = 3.0,
     ):
+        if database_url is not None and rows is None:
+            raise ValueError("a hub with a database needs its interest rows' statements")
         self.database_url = database_url
+        self.rows = rows
         self.listen = listen and database_url is not None
         # With a database the hub's one poll stands in for every stream's (see `polls`).
         self.poll_s = poll_s
@@ -88,6 +118,11 @@ class Hub:
         # Other channels this process listens on for as long as it is connected (the push
         # outbox's), each with what wakes on a notification and on every (re)connect.
         self._channels: dict[str, Callable[[], None]] = {}
+
+    @property
+    def _rows(self) -> InterestRows:
+        assert self.rows is not None  # a hub that connects has them (see __init__)
+        return self.rows
 
     @property
     def polls(self) -> bool:
@@ -225,11 +260,7 @@ class Hub:
         try:
             async with asyncio.timeout(STATEMENT_S):
                 await check_direct(conn)
-                # Interest rows are soft state (one lost in a crash costs a poll interval
-                # at most), so their commits need not wait for the WAL flush. Set in the
-                # session, not as a startup parameter, which a pooler would refuse before
-                # the check above could say why.
-                await conn.execute("SET synchronous_commit = off")
+                await self._rows.prepare(conn)
         except BaseException:
             conn.terminate()
             raise
@@ -277,7 +308,7 @@ class Hub:
                 # Stopping, or giving up on this connection (the next writes the rows anew):
                 # delete this process's rows; should that fail, they expire.
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(conn.execute(DROP_ALL_INTEREST, self.process), 2)
+                    await asyncio.wait_for(self._rows.drop_all(conn, self.process), 2)
                     self._interest.clear()
             with contextlib.suppress(Exception):
                 await asyncio.shield(conn.close(timeout=2))
@@ -304,7 +335,7 @@ class Hub:
             self.wake(gained)
         gone = self._interest - want
         if gone:
-            await conn.execute(DROP_INTEREST, self.process, list(gone))
+            await self._rows.drop(conn, self.process, list(gone))
             self._interest -= gone
             ready -= gone
         if not want and self.listening:
@@ -315,7 +346,7 @@ class Hub:
         """Write or extend the interest rows of these tasks (a deleted task is skipped)."""
         for _ in range(3):
             try:
-                await conn.execute(KEEP_INTEREST, list(row_ids), self.process, self.interest_ttl_s)
+                await self._rows.keep(conn, list(row_ids), self.process, self.interest_ttl_s)
                 return
             except asyncpg.ForeignKeyViolationError:
                 # A task deleted while the statement ran: the next try's join leaves it out.
@@ -326,7 +357,7 @@ class Hub:
         """Extend this process's interest rows; delete rows long expired (of dead processes)."""
         if ready:
             await self._keep(conn, ready)
-        await conn.execute(SWEEP_INTEREST)
+        await self._rows.sweep(conn)
 
     async def _poll(self, conn: Conn) -> None:
         """One statement for every waited task: wake the streams that have news (events past
@@ -341,7 +372,7 @@ class Hub:
                 scopes.append(scope.pop() if len(scope) == 1 else None)
         if not ids:
             return
-        rows = await conn.fetch(POLL, ids, seen, scopes)
+        rows = await self._rows.news(conn, ids, seen, scopes)
         for row in rows:
             waiters = self._waiters.get(row["id"])
             if not waiters:

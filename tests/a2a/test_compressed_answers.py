@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from a2a_continue.app import create_app
-from a2a_continue.core.cards import MAX_CARD_BYTES
+from a2a_continue.core.agents.cards import MAX_CARD_BYTES
 from a2a_continue.http.tokens import JWKS_MAX_BYTES
 from a2a_continue.settings import Settings
 from tests.support.client import Client, register

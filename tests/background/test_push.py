@@ -15,7 +15,7 @@ from aiohttp import web
 
 from a2a_continue.app import create_app
 from a2a_continue.background.push import retry_after_s
-from a2a_continue.core.push_configs import sealed_context
+from a2a_continue.core.push.configs import sealed_context
 from a2a_continue.runtime.secrets import Sealer, decode_key
 from a2a_continue.settings import Settings, parse_networks
 from tests.support.client import Client, register

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from a2a_continue.a2a.answers import TASK, Update
 from a2a_continue.app import create_app
-from a2a_continue.core.updates import record_update
+from a2a_continue.core.tasks.updates import record_update
 from a2a_continue.ops.sample_agent import start_sample_agent
 from a2a_continue.settings import Settings, SettingsError, load_settings
 from tests.support.agents import BUSY_TYPE, Agent, events, register, register_fake

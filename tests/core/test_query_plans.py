@@ -17,18 +17,13 @@ from typing import Any
 
 import asyncpg
 
-from a2a_continue.core import (
-    claims,
-    contexts,
-    idempotency_keys,
-    retention,
-    task_list,
-    task_reads,
-    watches,
-)
-from a2a_continue.core.event_stream import READ_EVENTS, READ_TASK_EVENTS
-from a2a_continue.core.task_reads import LIST_TASKS
-from a2a_continue.runtime.interest import KEEP_INTEREST, POLL
+from a2a_continue.core.idempotency import keys as idempotency_keys
+from a2a_continue.core.tasks import claims, contexts, retention, watches
+from a2a_continue.core.tasks import listing as task_list
+from a2a_continue.core.tasks import reads as task_reads
+from a2a_continue.core.tasks.event_stream import READ_EVENTS, READ_TASK_EVENTS
+from a2a_continue.core.tasks.interest import KEEP_INTEREST, POLL
+from a2a_continue.core.tasks.reads import LIST_TASKS
 from tests.support.plans import rows_read
 
 ALICE = "alice@example.com"

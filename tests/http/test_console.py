@@ -11,7 +11,7 @@ import jwt
 import msgspec
 
 from a2a_continue.app import create_app
-from a2a_continue.core.console_codes import create_code
+from a2a_continue.core.access.console_codes import create_code
 from a2a_continue.settings import Settings
 from tests.support.client import Client, assert_problem
 from tests.support.servers import serve_asgi

@@ -11,7 +11,7 @@ import aiohttp
 import asyncpg
 import msgspec
 
-from a2a_continue.core.callers import mint_token
+from a2a_continue.core.access.callers import mint_token
 from tests.support.client import JWT_SECRET, Client, register
 from tests.support.database import TASKS_WITH_CLAIMS
 from tests.support.fakes import FakeAgent, StartFake

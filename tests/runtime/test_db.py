@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 from a2a_continue.a2a.protocol import CANONICAL_STATES
-from a2a_continue.core.tasks import append_event, record_outcome
+from a2a_continue.core.tasks.store import append_event, record_outcome
 from a2a_continue.runtime import db as runtime_db
 from a2a_continue.runtime.db import (
     HeldConnections,

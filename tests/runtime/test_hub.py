@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from a2a_continue.runtime.hub import Hub
-from a2a_continue.runtime.interest import EVENTS_CHANNEL
+from a2a_continue.core.tasks.interest import INTEREST_ROWS
+from a2a_continue.runtime.hub import EVENTS_CHANNEL, Hub
 from tests.support.database import direct_url, with_application_name
 from tests.support.db_faults import faulty_database
 from tests.support.ports import dead_url
@@ -199,7 +199,11 @@ async def test_hub_listens_iff_a_stream_waits_whatever_the_churn(
 
 
 async def test_a_listener_that_cannot_connect_keeps_retrying_and_stops_cleanly() -> None:
-    hub = Hub(dead_url().replace("http://", "postgresql://postgres@"), retry_s=0.05)
+    hub = Hub(
+        rows=INTEREST_ROWS,
+        database_url=dead_url().replace("http://", "postgresql://postgres@"),
+        retry_s=0.05,
+    )
     await hub.start()
     await asyncio.sleep(0.3)
     assert not hub.connected.is_set()
@@ -211,7 +215,7 @@ async def test_a_listener_behind_a_connection_pooler_never_listens_and_says_why(
 ) -> None:
     async with faulty_database(direct_url(database_url)) as pooler:
         pooler.announced_pid = 424242  # as PgBouncer announces a key of its own
-        hub = Hub(pooler.url, retry_s=0.05)
+        hub = Hub(rows=INTEREST_ROWS, database_url=pooler.url, retry_s=0.05)
         await hub.start()
         try:
             await eventually(

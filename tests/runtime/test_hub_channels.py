@@ -6,6 +6,7 @@ import asyncio
 
 import asyncpg
 
+from a2a_continue.core.tasks.interest import INTEREST_ROWS
 from a2a_continue.runtime.hub import Hub
 from tests.support.database import direct_url
 from tests.support.waiting import eventually
@@ -15,7 +16,7 @@ async def test_a_channel_notification_wakes_its_callback(
     database_url: str, db: asyncpg.Connection
 ) -> None:
     woken: list[int] = []
-    hub = Hub(direct_url(database_url))
+    hub = Hub(rows=INTEREST_ROWS, database_url=direct_url(database_url))
     hub.on_channel("a2ac_test_channel", lambda: woken.append(1))
     await hub.start()
     try:

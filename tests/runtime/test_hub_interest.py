@@ -11,9 +11,10 @@ import asyncpg
 import pytest
 
 from a2a_continue.a2a.answers import STATUS, Update
-from a2a_continue.core.tasks import append_event, record_outcome
-from a2a_continue.core.updates import record_update
-from a2a_continue.core.watches import give_up_watch
+from a2a_continue.core.tasks.interest import INTEREST_ROWS
+from a2a_continue.core.tasks.store import append_event, record_outcome
+from a2a_continue.core.tasks.updates import record_update
+from a2a_continue.core.tasks.watches import give_up_watch
 from a2a_continue.runtime.hub import Hub
 from tests.support.database import direct_url, insert_agent, with_application_name
 from tests.support.waiting import eventually
@@ -96,7 +97,12 @@ async def start_hub(database_url: str) -> AsyncIterator[StartHub]:
     hubs: list[Hub] = []
 
     async def start(**options: Any) -> Hub:
-        hub = Hub(with_application_name(direct_url(database_url), APP), retry_s=0.05, **options)
+        hub = Hub(
+            rows=INTEREST_ROWS,
+            database_url=with_application_name(direct_url(database_url), APP),
+            retry_s=0.05,
+            **options,
+        )
         hubs.append(hub)
         await hub.start()
         await asyncio.wait_for(hub.connected.wait(), 10)

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from a2a_continue.core.tasks.interest import INTEREST_ROWS, SCOPE_SQL
 from a2a_continue.runtime.hub import Hub
-from a2a_continue.runtime.interest import SCOPE_SQL
 from tests.support.database import direct_url, insert_agent, with_application_name
 
 
@@ -34,7 +34,10 @@ async def new_task(db: asyncpg.Connection, task_id: str) -> tuple[uuid.UUID, str
 @pytest.fixture
 async def hub(database_url: str) -> AsyncIterator[Hub]:
     hub = Hub(
-        with_application_name(direct_url(database_url), "a2ac-poll-test"), poll_s=0.05, listen=False
+        rows=INTEREST_ROWS,
+        database_url=with_application_name(direct_url(database_url), "a2ac-poll-test"),
+        poll_s=0.05,
+        listen=False,
     )
     await hub.start()
     try:

@@ -9,7 +9,7 @@ import aiohttp
 import msgspec
 from multidict import CIMultiDict
 
-from a2a_continue.core.callers import mint_token
+from a2a_continue.core.access.callers import mint_token
 
 JSON = dict[str, Any]
 JWT_SECRET = "test-secret-" + "x" * 32

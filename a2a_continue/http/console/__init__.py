@@ -13,9 +13,9 @@ from pathlib import Path
 from starlette.requests import Request
 from starlette.responses import FileResponse, RedirectResponse, Response
 
-from a2a_continue.core import console_codes
-from a2a_continue.core.console_codes import SignedIn, SignInBody
-from a2a_continue.core.models import decode_body
+from a2a_continue.core.access import console_codes
+from a2a_continue.core.access.console_codes import SignedIn, SignInBody
+from a2a_continue.core.shapes.wire import decode_body
 from a2a_continue.errors import AppError, NotFound
 from a2a_continue.http.handlers import gateway_of, json_response, read_body
 from a2a_continue.http.routes import PUBLIC, ApiRoute, Operation

@@ -1,0 +1,194 @@
+"""What the gateway sends an agent for a caller, and how it reads the answer."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from a2a_continue.a2a import answers, protocol
+from a2a_continue.a2a.agent_stream import Frame, stream_rpc
+from a2a_continue.a2a.downstream import AgentReply, AgentTarget, post_rpc
+from a2a_continue.core.shapes.messages import ContinueBody, Message, Part
+from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable, BadRequest
+from a2a_continue.obs import metrics
+from a2a_continue.obs.telemetry import agent_span, upstream
+from a2a_continue.runtime.gateway import Gateway
+
+
+@dataclass(frozen=True, slots=True)
+class Forwarded:
+    """The agent's answer, passed back as it came, the task state after the call, and what
+    the answer was read as (for whoever passes it on in another shape)."""
+
+    raw: bytes
+    state: str | None
+    answer: answers.Update
+    # The time of the stored task's status after the call (None: no task stored, or unknown).
+    status_at: dt.datetime | None = None
+
+
+def check_role(message: Message | None) -> None:
+    """The gateway always speaks as the user; a client may only say so too."""
+    if message is not None and message.role is not None and message.role not in protocol.USER_ROLES:
+        raise BadRequest(f"role must be 'user' or 'ROLE_USER', got {message.role!r}")
+
+
+def wire_part(part: Part) -> dict[str, Any]:
+    """Turn a decoded part back into its JSON object, dropping absent fields."""
+    raw = msgspec.to_builtins(part)
+    if isinstance(raw.get("file"), dict):
+        raw["file"] = {k: v for k, v in raw["file"].items() if v is not None}
+    # `data` may itself be JSON null; absent fields are None (UNSET data is already gone).
+    return {k: v for k, v in raw.items() if v is not None or k == "data"}
+
+
+def outgoing_message(
+    body: ContinueBody,
+    version: str,
+    message_id: str,
+    task_id: str | None,
+    context_id: str | None,
+) -> dict[str, Any]:
+    """Build the agent-shaped message; the gateway owns its id, role, task and context."""
+    message = body.message
+    parts = [{"text": body.text}] if message is None else [wire_part(p) for p in message.parts]
+    return protocol.build_message(
+        version,
+        message_id=message_id,
+        task_id=task_id,
+        context_id=context_id,
+        parts=parts,
+        metadata=message.metadata if message else None,
+        extensions=message.extensions if message else None,
+        reference_task_ids=message.reference_task_ids if message else None,
+    )
+
+
+def send_payload(
+    body: ContinueBody, version: str, message: dict[str, Any], *, streaming: bool = False
+) -> dict[str, Any]:
+    """Wrap the message in the version's send request (its streaming one when asked)."""
+    config = None
+    if body.configuration is not None:
+        config = {
+            "historyLength": body.configuration.history_length,
+            "acceptedOutputModes": body.configuration.accepted_output_modes,
+            **return_immediately(body.configuration.return_immediately, version),
+        }
+    return protocol.build_send_request(
+        version, protocol.new_rpc_id(), message, config, body.metadata, streaming=streaming
+    )
+
+
+def return_immediately(value: bool | None, version: str) -> dict[str, bool]:
+    """Say "do not wait for the task to settle" as the version does (0.3: ``blocking``)."""
+    if value is None:
+        return {}
+    return {"returnImmediately": value} if version == "1.0" else {"blocking": not value}
+
+
+async def exchange(
+    gw: Gateway, target: AgentTarget, payload: dict[str, Any]
+) -> tuple[AgentReply, answers.Update]:
+    """POST the payload to the agent and read its answer, once; an unusable one is a 502."""
+    method = str(payload.get("method"))
+    began = time.perf_counter()
+    outcome: str | None = None
+    try:
+        with (
+            gw.slots.slot(target.agent_id or target.endpoint_url),
+            agent_span(method, target.endpoint_url),
+        ):
+            reply = await post_rpc(
+                gw.session,
+                target,
+                payload,
+                gw.settings.max_agent_response_bytes,
+                gw.settings.agent_networks,
+            )
+        try:
+            answer = answers.read(reply.body, target.protocol_version)
+        except protocol.ProtocolError as exc:
+            raise AgentBadAnswer(f"the agent's answer is not an A2A result: {exc}") from None
+        outcome = "ok" if answer.kind != answers.ERROR else "rpc-error"
+        return reply, answer
+    except (AgentTimeout, AgentUnreachable, AgentBadAnswer) as error:
+        outcome = failure_outcome(error)
+        raise
+    finally:
+        if outcome is not None:
+            seconds = time.perf_counter() - began
+            metrics.agent_call(method, outcome, seconds)
+            upstream(outcome, seconds)
+
+
+def failure_outcome(error: BaseException) -> str | None:
+    """The agent-call outcome of a failed call (§11.2), or None for a failure not the agent's."""
+    if isinstance(error, (AgentTimeout, TimeoutError)):
+        return "timeout"
+    if isinstance(error, AgentUnreachable):
+        return "unreachable"
+    if isinstance(error, (AgentBadAnswer, protocol.ProtocolError)):
+        return "bad-answer"
+    return None
+
+
+# One frame of an agent's stream: its bytes and decoded value, and what it was read as.
+ReadFrame = tuple[Frame, answers.Update]
+
+
+class _Frames:
+    """The frames of an agent's stream, each read once, noting whether one was a JSON-RPC error.
+
+    A frame that is not an A2A result raises ProtocolError (its caller says what it ends).
+    """
+
+    def __init__(self, frames: AsyncIterator[Frame], version: str) -> None:
+        self.frames = frames
+        self.version = version
+        self.rpc_error = False
+
+    def __aiter__(self) -> _Frames:
+        return self
+
+    async def __anext__(self) -> ReadFrame:
+        frame = await anext(self.frames)
+        update = answers.read(frame.body, self.version, frame=True)
+        self.rpc_error = self.rpc_error or update.kind == answers.ERROR
+        return frame, update
+
+    def outcome(self) -> str:
+        """How the agent answered, as far as its frames tell."""
+        return "rpc-error" if self.rpc_error else "ok"
+
+
+@contextlib.asynccontextmanager
+async def exchange_stream(
+    gw: Gateway, target: AgentTarget, payload: dict[str, Any]
+) -> AsyncIterator[AsyncIterator[ReadFrame]]:
+    """Open the agent's stream for ``payload`` and yield its frames, each read once (one that is
+    not an A2A result raises ProtocolError); count the call once, when the block ends: by the
+    error that ended it, else by its frames (``rpc-error`` or ``ok``).
+
+    An error of the gateway's own (a frame it could not store) leaves the outcome to the
+    frames; a cancelled block (shutdown) is not counted, like a cancelled blocking call.
+    """
+    method = str(payload.get("method"))
+    began = time.perf_counter()
+    max_bytes = gw.settings.max_agent_response_bytes
+    opened = stream_rpc(gw.session, target, payload, max_bytes, gw.settings.agent_networks)
+    async with contextlib.aclosing(opened) as raw:
+        frames = _Frames(raw, target.protocol_version)
+        try:
+            yield frames
+        except Exception as error:
+            outcome = failure_outcome(error) or frames.outcome()
+            metrics.agent_call(method, outcome, time.perf_counter() - began)
+            raise
+        metrics.agent_call(method, frames.outcome(), time.perf_counter() - began)
