@@ -24,13 +24,12 @@ from a2a_continue.http.routes import ApiRoute
 from a2a_continue.http.tokens import TokenVerifier
 from a2a_continue.obs import metrics, telemetry
 from a2a_continue.runtime.call_limits import agent_session
-from a2a_continue.runtime.card_keys import check_supplied
 from a2a_continue.runtime.db import HeldConnections, QueryLogger, create_pool
 from a2a_continue.runtime.gateway import Gateway
 from a2a_continue.runtime.hub import Hub
 from a2a_continue.runtime.open_streams import OpenStreams
-from a2a_continue.runtime.push_keys import load_pem
 from a2a_continue.runtime.secrets import Sealer, decode_key
+from a2a_continue.runtime.signing_keys import check_supplied, load_pem
 from a2a_continue.settings import Settings, check_jwt_secret
 
 log = logging.getLogger(__name__)

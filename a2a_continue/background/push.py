@@ -24,10 +24,11 @@ import aiohttp
 from a2a_continue.a2a.netguard import check_call_url, guarded_connector, refused_reason
 from a2a_continue.core.push import deliveries as outbox
 from a2a_continue.core.push.configs import PUSH_NETWORKS, sealed_context
+from a2a_continue.core.push.keys import load_signer
 from a2a_continue.obs import metrics
 from a2a_continue.runtime.db import Record
 from a2a_continue.runtime.gateway import Gateway
-from a2a_continue.runtime.push_keys import Signer, SigningKeyError, load_signer
+from a2a_continue.runtime.signing_keys import Signer, SigningKeyError
 from a2a_continue.settings import Settings
 
 log = logging.getLogger(__name__)

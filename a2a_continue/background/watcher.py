@@ -25,7 +25,7 @@ from typing import Any
 from a2a_continue.a2a import protocol
 from a2a_continue.a2a.answers import ERROR, MESSAGE, TASK, Update
 from a2a_continue.a2a.downstream import AgentTarget
-from a2a_continue.core.agents.exchange import exchange_stream
+from a2a_continue.core.agents.exchange import exchange_stream, target_of
 from a2a_continue.core.agents.registry import can_stream
 from a2a_continue.core.tasks import watches
 from a2a_continue.core.tasks.store import SYSTEM_ACTOR
@@ -42,7 +42,7 @@ from a2a_continue.errors import (
 from a2a_continue.obs import metrics
 from a2a_continue.runtime.call_limits import AgentBusy
 from a2a_continue.runtime.db import Record
-from a2a_continue.runtime.gateway import DB_DOWN, Gateway, target_of
+from a2a_continue.runtime.gateway import DB_DOWN, Gateway
 from a2a_continue.settings import Settings
 
 log = logging.getLogger(__name__)

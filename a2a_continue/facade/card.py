@@ -5,9 +5,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from a2a_continue.core.access.callers import AGENT_VISIBLE, ANONYMOUS, Caller
+from a2a_continue.core.access.callers import ANONYMOUS, Caller
+from a2a_continue.core.agents.cards import visible_card_row
 from a2a_continue.errors import NotFound, Unauthorized
-from a2a_continue.runtime.db import Conn, Record
+from a2a_continue.runtime.db import Conn
 
 JSON = dict[str, Any]
 
@@ -29,10 +30,6 @@ _REPLACED = frozenset(
         "supportsAuthenticatedExtendedCard",
     }
 )
-
-SELECT_CARD = f"""
-SELECT a.id, a.name, a.card FROM a2a_agents a WHERE a.id = $4 AND {AGENT_VISIBLE}
-"""
 
 
 def facade_url(base_url: str, agent_id: uuid.UUID) -> str:
@@ -148,7 +145,7 @@ async def card_for(
 ) -> JSON:
     """Return the façade card of a visible agent, or raise 404 (401 to a caller without a
     token, who sees public agents only: nothing else is told apart from a missing agent)."""
-    row: Record | None = await conn.fetchrow(SELECT_CARD, *caller.scope_args(), agent_id)
+    row = await visible_card_row(conn, caller, agent_id)
     if row is None:
         if caller is ANONYMOUS:
             raise Unauthorized("an Authorization: Bearer token is required")

@@ -9,6 +9,7 @@ from typing import Any
 from a2a_continue.a2a import protocol
 from a2a_continue.a2a.downstream import post_rpc
 from a2a_continue.core.agents import card_trust
+from a2a_continue.core.agents.exchange import agent_target
 from a2a_continue.core.agents.registry import visible_agent_row
 from a2a_continue.errors import AgentBadAnswer
 from a2a_continue.facade import card
@@ -39,7 +40,7 @@ async def extended_card(call: Call, params: dict[str, Any]) -> object:
         row = await visible_agent_row(conn, call.caller, call.agent_id)
     if not card.declares_extended_card(row["card"]):
         raise RpcError(UNSUPPORTED_OPERATION, "the agent serves no extended agent card")
-    target = call.gw.target(row)
+    target = agent_target(call.gw, row)
     settings = call.gw.settings
     reply = await post_rpc(
         call.gw.session,

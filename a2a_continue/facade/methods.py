@@ -10,8 +10,9 @@ from starlette.responses import Response
 
 from a2a_continue.a2a import protocol
 from a2a_continue.a2a.answers import ERROR, TASK, Update
-from a2a_continue.core.access.callers import TASK_VISIBLE
+from a2a_continue.core.agents.exchange import target_of
 from a2a_continue.core.shapes.messages import ContinueBody, StartBody
+from a2a_continue.core.tasks.listing import count_agent_tasks
 from a2a_continue.core.tasks.reads import find_task, list_task_rows, task_out
 from a2a_continue.core.tasks.updates import record_update
 from a2a_continue.core.turns import continuation, invoke
@@ -28,7 +29,6 @@ from a2a_continue.facade.errors import (
 from a2a_continue.facade.stored import kept_task, replayed_task, stored_task, with_stored_time
 from a2a_continue.http.handlers import forwarded
 from a2a_continue.runtime.db import Record
-from a2a_continue.runtime.gateway import target_of
 
 JSON = dict[str, Any]
 
@@ -256,25 +256,14 @@ def _list_query(params: JSON) -> dict[str, str]:
     return query
 
 
-COUNT_TASKS = f"""
-SELECT count(*) FROM a2a_tasks t JOIN a2a_agents a ON a.id = t.agent_id
-WHERE t.agent_id = $4 AND {TASK_VISIBLE}
-  AND ($5::text IS NULL OR t.state = $5) AND ($6::text IS NULL OR t.context_id = $6)
-"""
-
-
 async def list_(call: Call, params: JSON) -> object:
     """ListTasks (1.0): the caller's tasks of this agent from the store, newest first."""
     query = _list_query(params)
     try:
         async with call.gw.connection() as conn:
             rows, cursor = await list_task_rows(conn, call.caller, call.agent_id, query)
-            total = await conn.fetchval(
-                COUNT_TASKS,
-                *call.caller.scope_args(),
-                call.agent_id,
-                query.get("state"),
-                query.get("contextId"),
+            total = await count_agent_tasks(
+                conn, call.caller, call.agent_id, query.get("state"), query.get("contextId")
             )
     except Invalid as error:
         loc = error.extra["errors"][0]["loc"].replace("$.query.cursor", "$.params.pageToken")

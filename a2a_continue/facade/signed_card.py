@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from a2a_continue.a2a import card_jws
+from a2a_continue.core.agents.card_keys import card_signer
 from a2a_continue.runtime.gateway import Gateway
 
 JSON = dict[str, Any]
@@ -21,7 +22,7 @@ def jwks_url(base_url: str) -> str:
 
 async def signed(gw: Gateway, card: JSON, base_url: str) -> JSON:
     """``card`` signed by the gateway's card key, once per canonical form a client computes."""
-    signer = await gw.card_signer()
+    signer = await card_signer(gw)
     jku = jwks_url(base_url)
     unsigned = {k: v for k, v in card.items() if k != "signatures"}
     encoded = msgspec.json.encode(unsigned)

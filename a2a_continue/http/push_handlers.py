@@ -8,8 +8,10 @@ import uuid
 from starlette.requests import Request
 from starlette.responses import Response
 
+from a2a_continue.core.agents.card_keys import card_signer, published_card_keys
 from a2a_continue.core.push import configs as push_configs
 from a2a_continue.core.push import deliveries as push_deliveries
+from a2a_continue.core.push.keys import published_keys
 from a2a_continue.core.shapes.wire import decode_body
 from a2a_continue.http.handlers import (
     agent_id_of,
@@ -18,8 +20,6 @@ from a2a_continue.http.handlers import (
     json_response,
     read_body,
 )
-from a2a_continue.runtime.card_keys import published_card_keys
-from a2a_continue.runtime.push_keys import published_keys
 
 
 def _task_id(request: Request) -> str:
@@ -110,7 +110,7 @@ async def redeliver(request: Request) -> Response:
 async def jwks(request: Request) -> Response:
     """The public keys push deliveries and façade cards are signed with (no token)."""
     gw = gateway_of(request)
-    await gw.card_signer()  # made (or rotated) before it is published
+    await card_signer(gw)  # made (or rotated) before it is published
     async with gw.connection() as conn:
         keys = (await published_keys(conn))["keys"] + await published_card_keys(conn)
     unique = list({key["kid"]: key for key in keys}.values())

@@ -17,7 +17,6 @@ from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.a2a.key_sets import KeySets
 from a2a_continue.errors import AppError, DatabaseUnavailable
 from a2a_continue.runtime.call_limits import AgentSlots
-from a2a_continue.runtime.card_keys import CardSigner, GatewayCardKey, load_card_signer
 from a2a_continue.runtime.db import (
     CLIENT_GRACE_S,
     DB_CLIENT_STATE,
@@ -32,6 +31,7 @@ from a2a_continue.runtime.db import DB_DOWN as DB_DOWN
 from a2a_continue.runtime.hub import Hub
 from a2a_continue.runtime.open_streams import OpenStreams
 from a2a_continue.runtime.secrets import Sealer
+from a2a_continue.runtime.signing_keys import GatewayCardKey
 from a2a_continue.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -58,22 +58,6 @@ class WatcherPort(Protocol):
 # a claim, storing an idempotent answer).
 _stuck_until: ContextVar[float] = ContextVar("a2ac_db_stuck_until", default=0.0)
 
-# Agent targets kept per process; a changed row (new URL, credentials…) makes a new key.
-TARGETS_KEPT = 1024
-
-
-def target_of(row: Record, sealer: Sealer, default_timeout: float) -> AgentTarget:
-    """Build the downstream target of an agent row (opening its credentials)."""
-    sealed = row["auth_sealed"]
-    auth = sealer.open(sealed, row["agent_id"].bytes) if sealed is not None else None
-    return AgentTarget(
-        endpoint_url=row["endpoint_url"],
-        protocol_version=row["protocol_version"],
-        timeout_s=row["timeout_seconds"] or default_timeout,
-        auth=auth if isinstance(auth, dict) else None,
-        agent_id=row["agent_id"],
-    )
-
 
 @dataclass(frozen=True, slots=True)
 class Gateway:
@@ -97,32 +81,6 @@ class Gateway:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "slots", AgentSlots(self.settings.agent_concurrency))
-
-    def target(self, row: Record) -> AgentTarget:
-        """The downstream target of an agent row; credentials opened and headers built once."""
-        key = (
-            row["agent_id"],
-            row["endpoint_url"],
-            row["protocol_version"],
-            row["timeout_seconds"],
-            row["auth_sealed"],
-        )
-        target = self.targets.get(key)
-        if target is None:
-            if len(self.targets) >= TARGETS_KEPT:
-                self.targets.clear()
-            target = target_of(row, self.sealer, self.settings.agent_timeout_s)
-            self.targets[key] = target
-        return target
-
-    async def card_signer(self) -> CardSigner:
-        """The key the façade signs cards with (loaded, made or rotated once per process)."""
-
-        async def load() -> CardSigner:
-            async with self.connection() as conn:
-                return await load_card_signer(conn, self.sealer, self.settings.card_signing_key)
-
-        return await self.card_key.signer(load)
 
     def connection(self) -> Lent:
         """Lend a pooled connection for an ``async with`` block; a database that cannot be

@@ -23,7 +23,7 @@ from jwt import PyJWK
 from a2a_continue.a2a import card_form03, card_form10, card_jws
 from a2a_continue.a2a.card_jws import SignatureProblem
 from a2a_continue.facade.card import facade_card
-from a2a_continue.runtime.push_keys import public_jwk
+from a2a_continue.runtime.signing_keys import public_jwk
 
 JSON = dict[str, Any]
 SDK03 = Path(__file__).parent.parent / "support" / "sdk03"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
-from a2a_continue.runtime import push_keys
+from a2a_continue.core.push import keys as push_keys
 from a2a_continue.settings import Settings
 
 # What the dispatcher sends once at start-up, whenever its connection comes (a busy machine

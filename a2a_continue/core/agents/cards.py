@@ -22,7 +22,7 @@ from a2a_continue.a2a.netguard import (
     url_host,
     urlsplit_checked,
 )
-from a2a_continue.core.access.callers import Caller
+from a2a_continue.core.access.callers import AGENT_VISIBLE, Caller
 from a2a_continue.core.agents import card_trust
 from a2a_continue.core.agents.card_trust import FetchedCard
 from a2a_continue.core.agents.models import (
@@ -35,6 +35,7 @@ from a2a_continue.core.agents.models import (
 from a2a_continue.core.agents.registry import visible_agent_row
 from a2a_continue.errors import Forbidden, Invalid
 from a2a_continue.limits import MAX_JSON_DEPTH, TooDeep, check_depth
+from a2a_continue.runtime.db import Conn, Record
 from a2a_continue.runtime.gateway import Gateway
 from a2a_continue.settings import Network
 
@@ -345,3 +346,14 @@ async def resolve_patch(
     if patch.name is UNSET and facts.name is not None:
         changes["name"] = facts.name
     return msgspec.structs.replace(patch, **changes), fetched
+
+
+SELECT_CARD = f"""
+SELECT a.id, a.name, a.card FROM a2a_agents a WHERE a.id = $4 AND {AGENT_VISIBLE}
+"""
+
+
+async def visible_card_row(conn: Conn, caller: Caller, agent_id: uuid.UUID) -> Record | None:
+    """The agent's ``id``, ``name`` and stored ``card``, if the caller may see the agent."""
+    row: Record | None = await conn.fetchrow(SELECT_CARD, *caller.scope_args(), agent_id)
+    return row

@@ -18,7 +18,9 @@ from a2a_continue.core.shapes.messages import ContinueBody, Message, Part
 from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AgentUnreachable, BadRequest
 from a2a_continue.obs import metrics
 from a2a_continue.obs.telemetry import agent_span, upstream
+from a2a_continue.runtime.db import Record
 from a2a_continue.runtime.gateway import Gateway
+from a2a_continue.runtime.secrets import Sealer
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,3 +194,38 @@ async def exchange_stream(
             metrics.agent_call(method, outcome, time.perf_counter() - began)
             raise
         metrics.agent_call(method, frames.outcome(), time.perf_counter() - began)
+
+
+# Agent targets kept per process; a changed row (new URL, credentials…) makes a new key.
+TARGETS_KEPT = 1024
+
+
+def target_of(row: Record, sealer: Sealer, default_timeout: float) -> AgentTarget:
+    """Build the downstream target of an agent row (opening its credentials)."""
+    sealed = row["auth_sealed"]
+    auth = sealer.open(sealed, row["agent_id"].bytes) if sealed is not None else None
+    return AgentTarget(
+        endpoint_url=row["endpoint_url"],
+        protocol_version=row["protocol_version"],
+        timeout_s=row["timeout_seconds"] or default_timeout,
+        auth=auth if isinstance(auth, dict) else None,
+        agent_id=row["agent_id"],
+    )
+
+
+def agent_target(gw: Gateway, row: Record) -> AgentTarget:
+    """The downstream target of an agent row; credentials opened and headers built once."""
+    key = (
+        row["agent_id"],
+        row["endpoint_url"],
+        row["protocol_version"],
+        row["timeout_seconds"],
+        row["auth_sealed"],
+    )
+    target = gw.targets.get(key)
+    if target is None:
+        if len(gw.targets) >= TARGETS_KEPT:
+            gw.targets.clear()
+        target = target_of(row, gw.sealer, gw.settings.agent_timeout_s)
+        gw.targets[key] = target
+    return target

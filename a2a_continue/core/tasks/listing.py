@@ -105,3 +105,18 @@ async def list_all_tasks(conn: Conn, caller: Caller, params: Mapping[str, str]) 
     more = len(rows) > limit
     cursor = encode_cursor(page[-1]["created_at"], page[-1]["row_id"]) if more else None
     return TaskList(tasks=[task_out(r) for r in page], next_cursor=cursor)
+
+
+COUNT_TASKS = f"""
+SELECT count(*) FROM a2a_tasks t JOIN a2a_agents a ON a.id = t.agent_id
+WHERE t.agent_id = $4 AND {TASK_VISIBLE}
+  AND ($5::text IS NULL OR t.state = $5) AND ($6::text IS NULL OR t.context_id = $6)
+"""
+
+
+async def count_agent_tasks(
+    conn: Conn, caller: Caller, agent_id: uuid.UUID, state: str | None, context_id: str | None
+) -> int:
+    """How many of one agent's tasks the caller sees (in ``state``, of ``context_id``)."""
+    total: int = await conn.fetchval(COUNT_TASKS, *caller.scope_args(), agent_id, state, context_id)
+    return total

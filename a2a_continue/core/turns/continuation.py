@@ -16,6 +16,7 @@ from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.core.access.callers import Caller
 from a2a_continue.core.agents.exchange import (
     Forwarded,
+    agent_target,
     check_role,
     exchange,
     outgoing_message,
@@ -136,7 +137,7 @@ class FollowUp:
 
     def target(self) -> AgentTarget:
         """Where and how to reach the task's agent."""
-        return self.gw.target(self.row)
+        return agent_target(self.gw, self.row)
 
     def payload(self, body: ContinueBody, *, streaming: bool = False) -> dict[str, Any]:
         """The agent's request: the caller's message with the gateway-owned fields set."""

@@ -15,6 +15,7 @@ from a2a_continue.a2a.downstream import AgentTarget
 from a2a_continue.core.access.callers import Caller
 from a2a_continue.core.agents.exchange import (
     Forwarded,
+    agent_target,
     check_role,
     exchange,
     outgoing_message,
@@ -134,7 +135,7 @@ async def begin_start(gw: Gateway, caller: Caller, agent_id: uuid.UUID, body: St
     async with gw.connection() as conn:
         agent = await visible_agent_row(conn, caller, agent_id)
         await check_links(conn, caller, agent_id, body)
-    target = gw.target(agent)
+    target = agent_target(gw, agent)
     return Start(gw, caller, agent, target, body, str(uuid.uuid4()))
 
 
@@ -179,7 +180,7 @@ async def cancel_task_row(gw: Gateway, caller: Caller, agent_id: uuid.UUID, task
         row = await find_task(conn, caller, agent_id, task_id)
     if protocol.is_terminal_task_state(row["state"]):
         raise TaskTerminal(row["state"], "canceled")
-    target = gw.target(row)
+    target = agent_target(gw, row)
     payload = protocol.build_cancel_request(target.protocol_version, protocol.new_rpc_id(), task_id)
     _, answer = await exchange(gw, target, payload)
     if answer.error_code == NOT_CANCELABLE:

@@ -8,12 +8,13 @@ from collections.abc import Mapping
 from a2a_continue.a2a import protocol
 from a2a_continue.a2a.answers import ERROR, TASK
 from a2a_continue.core.access.callers import Caller
+from a2a_continue.core.agents.exchange import target_of
 from a2a_continue.core.tasks.models import TaskOut
 from a2a_continue.core.tasks.reads import find_task, task_out
 from a2a_continue.core.tasks.updates import record_update
 from a2a_continue.core.watch.snapshots import ask_agent
 from a2a_continue.errors import AgentBadAnswer, InvalidQuery
-from a2a_continue.runtime.gateway import Gateway, target_of
+from a2a_continue.runtime.gateway import Gateway
 
 _FLAGS = {"true": True, "1": True, "false": False, "0": False}
 

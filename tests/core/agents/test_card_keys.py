@@ -13,10 +13,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from a2a_continue.app import create_app
-from a2a_continue.runtime.card_keys import load_card_signer, published_card_keys
+from a2a_continue.core.agents.card_keys import load_card_signer, published_card_keys
 from a2a_continue.runtime.db import _init_connection
-from a2a_continue.runtime.push_keys import SigningKeyError
 from a2a_continue.runtime.secrets import Sealer, decode_key, new_key
+from a2a_continue.runtime.signing_keys import SigningKeyError
 from a2a_continue.settings import Settings
 from tests.support.client import Client
 from tests.support.servers import serve_asgi

@@ -10,14 +10,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from a2a_continue.core.push.keys import load_signer, published_keys
 from a2a_continue.runtime.db import _init_connection
-from a2a_continue.runtime.push_keys import (
-    SigningKeyError,
-    load_pem,
-    load_signer,
-    published_keys,
-)
 from a2a_continue.runtime.secrets import Sealer, decode_key, new_key
+from a2a_continue.runtime.signing_keys import SigningKeyError, load_pem
 
 
 @pytest.fixture

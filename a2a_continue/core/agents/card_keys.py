@@ -1,6 +1,7 @@
-"""The key the gateway signs the agent cards it serves with, shared through PostgreSQL.
+"""The key the gateway signs the agent cards it serves with, shared through PostgreSQL
+(`a2a_card_keys`, owned here).
 
-Like the push key (``push_keys``): the first process to need one generates an EC P-256 key
+Like the push key (core.push.keys): the first process to need one generates an EC P-256 key
 and keeps it, sealed with the encryption key, in `a2a_card_keys`; every other process (and
 replica) loads it from there. ``A2AC_CARD_SIGNING_KEY`` (a PEM private key, EC P-256 or RSA)
 supplies one instead: it becomes the current key and the previous one is retired, staying
@@ -9,23 +10,27 @@ in the JWKS for a day so that a card signed just before the rotation still verif
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from a2a_continue.runtime.db import Conn
-from a2a_continue.runtime.push_keys import RETIRED_KEPT, PrivateKey, load_pem, pem, public_jwk
+from a2a_continue.runtime.gateway import Gateway
 from a2a_continue.runtime.secrets import Sealer
+from a2a_continue.runtime.signing_keys import (
+    CARD_SETTING,
+    JSON,
+    RETIRED_KEPT,
+    CardSigner,
+    PrivateKey,
+    load_pem,
+    pem,
+    public_jwk,
+)
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
-SETTING = "A2AC_CARD_SIGNING_KEY"
 _SEAL_CONTEXT = b"a2ac-card-signing-key"
 # Taken while a process looks for the key and, finding none, makes it (one key, not two).
 _KEY_LOCK = 0x61326163_63617264
@@ -43,25 +48,6 @@ WHERE retired_at IS NULL OR retired_at > now() - interval '{RETIRED_KEPT}'
 ORDER BY created_at DESC"""
 
 
-@dataclass(frozen=True, slots=True)
-class CardSigner:
-    """The gateway's current card key and its ``kid``."""
-
-    key: PrivateKey
-    kid: str
-
-    def header(self, jku: str) -> JSON:
-        """The protected header of the gateway's card signatures (SPEC §18)."""
-        alg = "ES256" if isinstance(self.key, ec.EllipticCurvePrivateKey) else "RS256"
-        return {"alg": alg, "kid": self.kid, "typ": "JOSE", "jku": jku}
-
-
-def check_supplied(supplied: str) -> None:
-    """Refuse a supplied card key that cannot sign (at start, before any card is served)."""
-    if supplied:
-        load_pem(supplied, SETTING)
-
-
 async def _store(conn: Conn, sealer: Sealer, key: PrivateKey) -> CardSigner:
     jwk = public_jwk(key)
     await conn.execute(INSERT_KEY, jwk["kid"], sealer.seal(pem(key), _SEAL_CONTEXT), jwk)
@@ -75,12 +61,12 @@ async def load_card_signer(conn: Conn, sealer: Sealer, supplied: str) -> CardSig
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", _KEY_LOCK)
         if supplied:
-            return await _store(conn, sealer, load_pem(supplied, SETTING))
+            return await _store(conn, sealer, load_pem(supplied, CARD_SETTING))
         row = await conn.fetchrow(SELECT_CURRENT)
         if row is not None:
             try:
                 text = sealer.open(row["private_key"], _SEAL_CONTEXT)
-                return CardSigner(load_pem(str(text), SETTING), row["kid"])
+                return CardSigner(load_pem(str(text), CARD_SETTING), row["kid"])
             except InvalidTag:
                 # Sealed with another encryption key: that key is lost to us; make a new one.
                 log.warning("the stored card signing key cannot be opened; making a new one")
@@ -92,34 +78,11 @@ async def published_card_keys(conn: Conn) -> list[JSON]:
     return [row["public_jwk"] for row in await conn.fetch(SELECT_PUBLISHED)]
 
 
-# Signatures kept per process: a card changes seldom, and signing one costs a canonical form
-# and a signature for each of its forms.
-SIGNED_KEPT = 512
+async def card_signer(gw: Gateway) -> CardSigner:
+    """The key the façade signs cards with (loaded, made or rotated once per process)."""
 
+    async def load() -> CardSigner:
+        async with gw.connection() as conn:
+            return await load_card_signer(conn, gw.sealer, gw.settings.card_signing_key)
 
-class GatewayCardKey:
-    """This process's card signer: loaded (or made) once, then kept; and the signatures it
-    made lately, by the card they sign."""
-
-    def __init__(self) -> None:
-        self._signer: CardSigner | None = None
-        self._lock = asyncio.Lock()
-        self._signed: dict[tuple[bytes, str, str], list[JSON]] = {}
-
-    def signed(self, card: bytes, kid: str, jku: str) -> list[JSON] | None:
-        """The signatures made for ``card`` (its JSON) with ``kid`` and ``jku``, if kept."""
-        return self._signed.get((card, kid, jku))
-
-    def keep(self, card: bytes, kid: str, jku: str, signatures: list[JSON]) -> None:
-        """Keep the signatures of ``card`` (the oldest are dropped past SIGNED_KEPT)."""
-        if len(self._signed) >= SIGNED_KEPT:
-            del self._signed[next(iter(self._signed))]
-        self._signed[card, kid, jku] = signatures
-
-    async def signer(self, load: Callable[[], Awaitable[CardSigner]]) -> CardSigner:
-        """The signer, calling ``load`` the first time (one caller at a time)."""
-        if self._signer is None:
-            async with self._lock:
-                if self._signer is None:
-                    self._signer = await load()
-        return self._signer
+    return await gw.card_key.signer(load)

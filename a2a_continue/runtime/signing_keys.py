@@ -1,53 +1,32 @@
-"""The key the gateway signs push deliveries with, shared by every process through PostgreSQL.
+"""The gateway's signing keys in this process: reading and making them, their public JWKs, the
+delivery JWTs push signs (SPEC §12) and the card signatures' header (SPEC §18).
 
-The first process to need one generates an ES256 (P-256) key and keeps it, sealed with the
-encryption key, in `a2a_push_keys`; every other process (and replica) loads it from there.
-``A2AC_PUSH_SIGNING_KEY`` (a PEM private key, EC P-256 or RSA) supplies one instead: it becomes
-the current key and the previous one is retired, staying in the JWKS for a day so that
-receivers can still verify deliveries signed just before the rotation.
+The keys themselves are shared by every process through PostgreSQL: push's in
+`a2a_push_keys` (core.push.keys), the cards' in `a2a_card_keys` (core.agents.card_keys).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
-import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import jwt
-from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
-
-from a2a_continue.runtime.db import Conn
-from a2a_continue.runtime.secrets import Sealer
-
-log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 # How long a delivery JWT is valid (SPEC §12).
 JWT_TTL_S = 300
 # How long a retired key stays in the JWKS.
 RETIRED_KEPT = "1 day"
-_SEAL_CONTEXT = b"a2ac-push-signing-key"
-# Taken while a process looks for the key and, finding none, makes it (one key, not two).
-_KEY_LOCK = 0x61326163_70757368
-
-SELECT_CURRENT = """SELECT kid, private_key FROM a2a_push_keys WHERE retired_at IS NULL
-ORDER BY created_at DESC LIMIT 1"""
-
-INSERT_KEY = """INSERT INTO a2a_push_keys (kid, private_key, public_jwk) VALUES ($1, $2, $3)
-ON CONFLICT (kid) DO UPDATE SET retired_at = NULL"""
-
-RETIRE_OTHERS = "UPDATE a2a_push_keys SET retired_at = now() WHERE kid <> $1 AND retired_at IS NULL"
-
-SELECT_PUBLISHED = f"""SELECT public_jwk FROM a2a_push_keys
-WHERE retired_at IS NULL OR retired_at > now() - interval '{RETIRED_KEPT}'
-ORDER BY created_at DESC"""
+CARD_SETTING = "A2AC_CARD_SIGNING_KEY"
 
 PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
 
@@ -125,37 +104,53 @@ class Signer:
         return jwt.encode(claims, self.key, algorithm=self.algorithm, headers={"kid": self.kid})
 
 
-async def load_signer(conn: Conn, sealer: Sealer, supplied: str, issuer: str) -> Signer:
-    """The current signing key: the supplied one (made current), the stored one, or a new one
-    made once (under an advisory lock, so concurrent processes agree on one)."""
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", _KEY_LOCK)
-        if supplied:
-            key = load_pem(supplied)
-            jwk = public_jwk(key)
-            await _store(conn, sealer, key, jwk)
-            await conn.execute(RETIRE_OTHERS, jwk["kid"])
-            return Signer(key, jwk["kid"], issuer)
-        row = await conn.fetchrow(SELECT_CURRENT)
-        if row is not None:
-            try:
-                text = sealer.open(row["private_key"], _SEAL_CONTEXT)
-                return Signer(load_pem(str(text)), row["kid"], issuer)
-            except InvalidTag:
-                # Sealed with another encryption key: that key is lost to us; make a new one.
-                log.warning("the stored push signing key cannot be opened; making a new one")
-        key = ec.generate_private_key(ec.SECP256R1())
-        jwk = public_jwk(key)
-        await _store(conn, sealer, key, jwk)
-        await conn.execute(RETIRE_OTHERS, jwk["kid"])
-        return Signer(key, jwk["kid"], issuer)
+@dataclass(frozen=True, slots=True)
+class CardSigner:
+    """The gateway's current card key and its ``kid``."""
+
+    key: PrivateKey
+    kid: str
+
+    def header(self, jku: str) -> JSON:
+        """The protected header of the gateway's card signatures (SPEC §18)."""
+        alg = "ES256" if isinstance(self.key, ec.EllipticCurvePrivateKey) else "RS256"
+        return {"alg": alg, "kid": self.kid, "typ": "JOSE", "jku": jku}
 
 
-async def _store(conn: Conn, sealer: Sealer, key: PrivateKey, jwk: JSON) -> None:
-    await conn.execute(INSERT_KEY, jwk["kid"], sealer.seal(pem(key), _SEAL_CONTEXT), jwk)
+def check_supplied(supplied: str) -> None:
+    """Refuse a supplied card key that cannot sign (at start, before any card is served)."""
+    if supplied:
+        load_pem(supplied, CARD_SETTING)
 
 
-async def published_keys(conn: Conn) -> JSON:
-    """The JWKS: the current key and those retired within the last day."""
-    rows = await conn.fetch(SELECT_PUBLISHED)
-    return {"keys": [row["public_jwk"] for row in rows]}
+# Signatures kept per process: a card changes seldom, and signing one costs a canonical form
+# and a signature for each of its forms.
+SIGNED_KEPT = 512
+
+
+class GatewayCardKey:
+    """This process's card signer: loaded (or made) once, then kept; and the signatures it
+    made lately, by the card they sign."""
+
+    def __init__(self) -> None:
+        self._signer: CardSigner | None = None
+        self._lock = asyncio.Lock()
+        self._signed: dict[tuple[bytes, str, str], list[JSON]] = {}
+
+    def signed(self, card: bytes, kid: str, jku: str) -> list[JSON] | None:
+        """The signatures made for ``card`` (its JSON) with ``kid`` and ``jku``, if kept."""
+        return self._signed.get((card, kid, jku))
+
+    def keep(self, card: bytes, kid: str, jku: str, signatures: list[JSON]) -> None:
+        """Keep the signatures of ``card`` (the oldest are dropped past SIGNED_KEPT)."""
+        if len(self._signed) >= SIGNED_KEPT:
+            del self._signed[next(iter(self._signed))]
+        self._signed[card, kid, jku] = signatures
+
+    async def signer(self, load: Callable[[], Awaitable[CardSigner]]) -> CardSigner:
+        """The signer, calling ``load`` the first time (one caller at a time)."""
+        if self._signer is None:
+            async with self._lock:
+                if self._signer is None:
+                    self._signer = await load()
+        return self._signer
