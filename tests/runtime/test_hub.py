@@ -41,7 +41,7 @@ class Recording(Hub):
     """A hub that records the payload of every notification its connection receives."""
 
     def __init__(self, database_url: str, retry_s: float) -> None:
-        super().__init__(database_url, retry_s=retry_s)
+        super().__init__(database_url, rows=INTEREST_ROWS, retry_s=retry_s)
         self.received: list[str] = []
 
     def notify(self, payload: str) -> None:
