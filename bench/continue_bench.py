@@ -430,7 +430,7 @@ def main() -> None:
         return run_ab(args)
 
     from a2a_continue.core.access.callers import mint_token
-    from a2a_continue.runtime.db import migrate_url
+    from a2a_continue.core.schema import migrate_url
     from a2a_continue.runtime.secrets import new_key
 
     ports = {name: free_port() for name in ("agent", "gateway", "proxy")}

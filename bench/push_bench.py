@@ -272,7 +272,7 @@ def main() -> None:
         args.seconds, args.requests = 3.0, 300
 
     from a2a_continue.core.access.callers import mint_token
-    from a2a_continue.runtime.db import migrate_url
+    from a2a_continue.core.schema import migrate_url
     from a2a_continue.runtime.secrets import new_key
 
     ports = {name: free_port() for name in ("agent", "gateway", "hook")}

@@ -46,9 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from continue_bench import cpu_seconds, database, free_port, percentile, process
 
 from a2a_continue.core.access.callers import mint_token
+from a2a_continue.core.schema import migrate_url
 from a2a_continue.core.shapes.pagination import encode_cursor
 from a2a_continue.core.tasks.store import append_event
-from a2a_continue.runtime.db import migrate_url
 from a2a_continue.runtime.secrets import new_key
 
 ROOT = Path(__file__).resolve().parent.parent

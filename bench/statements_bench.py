@@ -23,9 +23,10 @@ import asyncpg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from a2a_continue.core.schema import migrate_url  # noqa: E402
 from a2a_continue.core.tasks.claims import FREE_CLAIM  # noqa: E402
 from a2a_continue.core.tasks.store import outcome_statement  # noqa: E402
-from a2a_continue.runtime.db import _init_connection, migrate_url  # noqa: E402
+from a2a_continue.runtime.db import _init_connection  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 OWNER = "bench@example.com"

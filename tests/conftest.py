@@ -18,7 +18,7 @@ from aiohttp import web
 
 from a2a_continue.a2a import netguard
 from a2a_continue.app import create_app
-from a2a_continue.runtime.db import migrate_url
+from a2a_continue.core.schema import migrate_url
 from a2a_continue.runtime.hub import EVENTS_CHANNEL
 from a2a_continue.runtime.secrets import new_key
 from a2a_continue.settings import Settings

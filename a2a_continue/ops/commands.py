@@ -19,6 +19,7 @@ import msgspec
 
 from a2a_continue.core.access import console_codes
 from a2a_continue.core.access.callers import mint_token
+from a2a_continue.core.schema import migrate_url
 from a2a_continue.core.tasks import retention
 from a2a_continue.core.tasks.retention import Pruned
 from a2a_continue.http.tokens import check_jwks_url
@@ -30,7 +31,6 @@ from a2a_continue.ops.startup import (
     shown_path,
     write_admin_token,
 )
-from a2a_continue.runtime.db import migrate_url
 from a2a_continue.runtime.secrets import load_or_create_secrets, load_secrets, secrets_path
 from a2a_continue.settings import Settings, SettingsError, check_jwt_secret
 

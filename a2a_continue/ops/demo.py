@@ -13,10 +13,10 @@ import aiohttp
 
 from a2a_continue.app import create_app
 from a2a_continue.core.access.callers import mint_token
+from a2a_continue.core.schema import migrate_url
 from a2a_continue.ops.embedded import embedded_database
 from a2a_continue.ops.sample_agent import start_sample_agent
 from a2a_continue.ops.serving import serve_in_loop
-from a2a_continue.runtime.db import migrate_url
 from a2a_continue.runtime.secrets import new_key
 from a2a_continue.settings import Settings
 

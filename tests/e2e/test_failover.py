@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 
 from a2a_continue.app import create_app
-from a2a_continue.runtime.db import migrate_url
+from a2a_continue.core.schema import migrate_url
 from a2a_continue.runtime.secrets import new_key
 from a2a_continue.settings import Settings
 from tests.runtime.test_database_restarts import (

@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 
 from a2a_continue.app import create_app
-from a2a_continue.runtime.db import migrate_url
+from a2a_continue.core.schema import migrate_url
 from a2a_continue.runtime.secrets import new_key
 from a2a_continue.settings import Settings
 from tests.support.agents import Agent, register_fake

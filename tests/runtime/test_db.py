@@ -11,16 +11,10 @@ import asyncpg
 import pytest
 
 from a2a_continue.a2a.protocol import CANONICAL_STATES
+from a2a_continue.core import schema
+from a2a_continue.core.schema import migrate_url, migration_files
 from a2a_continue.core.tasks.store import append_event, record_outcome
-from a2a_continue.runtime import db as runtime_db
-from a2a_continue.runtime.db import (
-    HeldConnections,
-    NotDirect,
-    check_direct,
-    create_pool,
-    migrate_url,
-    migration_files,
-)
+from a2a_continue.runtime.db import HeldConnections, NotDirect, check_direct, create_pool
 from tests.support.database import (
     create_database,
     direct_url,
@@ -454,7 +448,7 @@ async def test_a_connection_that_announces_another_backend_is_refused(database_u
 async def test_migrations_hold_no_lock_once_applied(fresh_url: str) -> None:
     conn = await asyncpg.connect(direct_url(fresh_url))
     try:
-        assert await runtime_db.migrate(conn)
+        assert await schema.migrate(conn)
         held = await conn.fetchval(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
         )
