@@ -6,14 +6,14 @@ import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from typing import Any
 
 from starlette.routing import BaseRoute
 
 from a2a_continue.background.push import Dispatcher
 from a2a_continue.background.retention import pruning
-from a2a_continue.background.sweeps import start_sweeper, stop_sweeper, sweeping_claims
+from a2a_continue.background.sweeps import sweeping_claims, sweeping_keys
 from a2a_continue.background.watcher import Watcher
 from a2a_continue.core.tasks.interest import INTEREST_ROWS
 from a2a_continue.facade import push
@@ -24,10 +24,11 @@ from a2a_continue.http.routes import ApiRoute
 from a2a_continue.http.tokens import TokenVerifier
 from a2a_continue.obs import metrics, telemetry
 from a2a_continue.runtime.call_limits import agent_session
-from a2a_continue.runtime.db import HeldConnections, QueryLogger, create_pool
+from a2a_continue.runtime.db import HeldConnections, Pool, QueryLogger, create_pool
 from a2a_continue.runtime.gateway import Gateway
 from a2a_continue.runtime.hub import Hub
 from a2a_continue.runtime.open_streams import OpenStreams
+from a2a_continue.runtime.running import running
 from a2a_continue.runtime.secrets import Sealer, decode_key
 from a2a_continue.runtime.signing_keys import check_supplied, load_pem
 from a2a_continue.settings import Settings, check_jwt_secret
@@ -71,52 +72,49 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[dict[str, Any]]:
-        pool = await create_pool(
-            database_url,
-            settings.pool_size,
-            on_query,
-            timeout_s=settings.db_timeout_s,
-            statement_cache=settings.db_statement_cache,
-        )
-        sweeper = start_sweeper(pool, settings.idempotency_sweep_s)
-        session = agent_session(settings)
-        hub = Hub(
-            settings.listen_database_url or database_url,
-            rows=INTEREST_ROWS,
-            listen=settings.listen,
-            poll_s=settings.stream_poll_s,
-        )
-        streams = OpenStreams(settings.max_streams)
-        dispatcher = Dispatcher(settings, push.delivery_body, push_issuer(settings))
-        await hub.start()
-        held = HeldConnections(pool, settings.pool_size)
-        gauges = asyncio.create_task(_pool_gauges(held))
-        watcher = Watcher(settings)
-        gateway = Gateway(settings, pool, session, sealer, hub, streams, held=held, watcher=watcher)
-        await watcher.start(gateway)
-        await dispatcher.start(gateway)
-        try:
-            async with sweeping_claims(gateway), pruning(gateway):
-                yield {"gateway": gateway}
-        finally:
-            await dispatcher.stop()
-            await watcher.stop()
-            await stop_sweeper(sweeper)
-            gauges.cancel()
-            await streams.close()
-            await hub.stop()
+        # Each part is stopped in the reverse order it was started in, as the stack unwinds.
+        async with AsyncExitStack() as stack:
+            stack.callback(metrics.worker_exited, os.getpid())
+            pool = await create_pool(
+                database_url,
+                settings.pool_size,
+                on_query,
+                timeout_s=settings.db_timeout_s,
+                statement_cache=settings.db_statement_cache,
+            )
+            stack.push_async_callback(_close_pool, pool)
+            held = HeldConnections(pool, settings.pool_size)
+            stack.push_async_callback(held.close)
+            session = agent_session(settings)
+            stack.push_async_callback(session.close)
+            hub = Hub(
+                settings.listen_database_url or database_url,
+                rows=INTEREST_ROWS,
+                listen=settings.listen,
+                poll_s=settings.stream_poll_s,
+            )
+            streams = OpenStreams(settings.max_streams)
+            watcher = Watcher(settings)
+            gateway = Gateway(
+                settings, pool, session, sealer, hub, streams, held=held, watcher=watcher
+            )
+            stack.push_async_callback(gateway.stop_chores)
             # The server has drained or cancelled every request; let the cancelled ones
             # release their claims before the pool closes.
-            with suppress(TimeoutError):
-                await asyncio.wait_for(edge.idle(), RELEASE_S)
-            await gateway.stop_chores()
-            await session.close()
-            await held.close()
-            # A frozen database would never answer the graceful close: asyncpg terminates
-            # the connections of a close cut short.
-            with suppress(TimeoutError):
-                await asyncio.wait_for(pool.close(), RELEASE_S)
-            metrics.worker_exited(os.getpid())
+            stack.push_async_callback(_requests_released, edge)
+            await hub.start()
+            stack.push_async_callback(hub.stop)
+            stack.push_async_callback(streams.close)
+            await stack.enter_async_context(running(_pool_gauges(held), name="a2ac-pool-gauges"))
+            await stack.enter_async_context(sweeping_keys(pool, settings.idempotency_sweep_s))
+            await watcher.start(gateway)
+            stack.push_async_callback(watcher.stop)
+            dispatcher = Dispatcher(settings, push.delivery_body, push_issuer(settings))
+            await dispatcher.start(gateway)
+            stack.push_async_callback(dispatcher.stop)
+            await stack.enter_async_context(sweeping_claims(gateway))
+            await stack.enter_async_context(pruning(gateway))
+            yield {"gateway": gateway}
 
     edge = Edge(routes, tokens, lifespan)
     return edge
@@ -129,6 +127,18 @@ def push_issuer(settings: Settings) -> str:
 
 # How long a stopping gateway gives cancelled requests to release their claims.
 RELEASE_S = 5.0
+
+
+async def _requests_released(edge: Edge) -> None:
+    with suppress(TimeoutError):
+        await asyncio.wait_for(edge.idle(), RELEASE_S)
+
+
+async def _close_pool(pool: Pool) -> None:
+    # A frozen database would never answer the graceful close: asyncpg terminates the
+    # connections of a close cut short.
+    with suppress(TimeoutError):
+        await asyncio.wait_for(pool.close(), RELEASE_S)
 
 
 async def _pool_gauges(held: HeldConnections, every_s: float = 1.0) -> None:

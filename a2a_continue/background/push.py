@@ -28,6 +28,7 @@ from a2a_continue.core.push.keys import load_signer
 from a2a_continue.obs import metrics
 from a2a_continue.runtime.db import Record
 from a2a_continue.runtime.gateway import Gateway
+from a2a_continue.runtime.running import cancel_and_wait
 from a2a_continue.runtime.signing_keys import Signer, SigningKeyError
 from a2a_continue.settings import Settings
 
@@ -104,10 +105,7 @@ class Dispatcher:
     async def stop(self) -> None:
         """Stop sending; the rows this process holds go back to the queue at once."""
         runner, self._runner = self._runner, None
-        if runner is not None:
-            runner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await runner
+        await cancel_and_wait(runner)
         for task in list(self._sending):
             task.cancel()
         await asyncio.gather(*self._sending, return_exceptions=True)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, nullcontext
 
 from a2a_continue.core.tasks import retention
 from a2a_continue.obs import metrics
 from a2a_continue.runtime.gateway import Gateway
+from a2a_continue.runtime.running import running
 
 log = logging.getLogger(__name__)
 
@@ -43,17 +43,9 @@ async def _prune_forever(gw: Gateway, days: float) -> None:
         await asyncio.sleep(gw.settings.retention_sweep_s)
 
 
-@asynccontextmanager
-async def pruning(gw: Gateway) -> AsyncIterator[None]:
+def pruning(gw: Gateway) -> AbstractAsyncContextManager[None]:
     """Prune in the background while the block runs (only with A2AC_RETENTION_DAYS set)."""
     days = gw.settings.retention_days
     if days is None:
-        yield
-        return
-    task = asyncio.create_task(_prune_forever(gw, days), name="a2ac-retention")
-    try:
-        yield
-    finally:
-        task.cancel()
-        with suppress(asyncio.CancelledError):
-            await task
+        return nullcontext()
+    return running(_prune_forever(gw, days), name="a2ac-retention")

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager
 
 from a2a_continue.core.idempotency import keys as idempotency_keys
 from a2a_continue.core.tasks.claims import sweep_expired_claims
 from a2a_continue.obs import metrics
 from a2a_continue.runtime.db import Pool
 from a2a_continue.runtime.gateway import Gateway
+from a2a_continue.runtime.running import running
 
 log = logging.getLogger(__name__)
 
@@ -30,16 +30,9 @@ async def _sweep_forever(gw: Gateway) -> None:
             log.info("released %d expired follow-up claims", found)
 
 
-@asynccontextmanager
-async def sweeping_claims(gw: Gateway) -> AsyncIterator[None]:
+def sweeping_claims(gw: Gateway) -> AbstractAsyncContextManager[None]:
     """Sweep expired claims every ``claim_sweep_s`` while the block runs."""
-    task = asyncio.create_task(_sweep_forever(gw))
-    try:
-        yield
-    finally:
-        task.cancel()
-        with suppress(asyncio.CancelledError):
-            await task
+    return running(_sweep_forever(gw), name="a2ac-claim-sweeper")
 
 
 async def sweep_keys_forever(pool: Pool, period_s: float) -> None:
@@ -55,13 +48,6 @@ async def sweep_keys_forever(pool: Pool, period_s: float) -> None:
         await asyncio.sleep(period_s)
 
 
-def start_sweeper(pool: Pool, period_s: float) -> asyncio.Task[None]:
-    """Start removing expired keys in the background (stop it with :func:`stop_sweeper`)."""
-    return asyncio.create_task(sweep_keys_forever(pool, period_s), name="idempotency-sweeper")
-
-
-async def stop_sweeper(task: asyncio.Task[None]) -> None:
-    """Stop the background removal of expired keys."""
-    task.cancel()
-    with suppress(asyncio.CancelledError):
-        await task
+def sweeping_keys(pool: Pool, period_s: float) -> AbstractAsyncContextManager[None]:
+    """Remove expired keys every ``period_s`` while the block runs."""
+    return running(sweep_keys_forever(pool, period_s), name="idempotency-sweeper")

@@ -44,12 +44,12 @@ class AgentSlots:
         else:
             del self._busy[agent]
 
-    def slot(self, agent: uuid.UUID | str) -> OpenStream:
+    def slot(self, agent: uuid.UUID | str) -> HeldSlot:
         """Hold one of the agent's slots for a ``with`` block, or raise AgentBusy (503)."""
-        return OpenStream(self, agent)
+        return HeldSlot(self, agent)
 
 
-class OpenStream:
+class HeldSlot:
     """One agent slot held for a block (a class: it is on every call's path)."""
 
     __slots__ = ("agent", "slots")

@@ -31,6 +31,7 @@ from typing import Any, Protocol, TypeVar
 import asyncpg
 
 from a2a_continue.runtime.db import Conn, NotDirect, Record, check_direct
+from a2a_continue.runtime.running import cancel_and_wait
 from a2a_continue.runtime.waiters import Waiter as Waiter
 
 T = TypeVar("T")
@@ -142,10 +143,7 @@ class Hub:
     async def stop(self) -> None:
         """Stop listening, delete this process's interest rows (best effort) and disconnect."""
         runner, self._runner = self._runner, None
-        if runner is not None:
-            runner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await runner
+        await cancel_and_wait(runner)
 
     @contextlib.contextmanager
     def waiter(self, row_id: uuid.UUID) -> Iterator[Waiter]:

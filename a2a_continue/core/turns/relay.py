@@ -10,7 +10,6 @@ streaming gets the blocking send and the caller its answer as one event.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable
@@ -36,6 +35,7 @@ from a2a_continue.errors import AgentBadAnswer, AgentTimeout, AppError
 from a2a_continue.obs import metrics
 from a2a_continue.runtime.db import Record
 from a2a_continue.runtime.gateway import Gateway
+from a2a_continue.runtime.running import running
 
 log = logging.getLogger(__name__)
 
@@ -310,13 +310,8 @@ async def _run(
     recorder: Recorder,
     relay: Relay,
 ) -> None:
-    renewing = asyncio.create_task(_renew(recorder))
-    try:
+    async with running(_renew(recorder)):
         await _pump(gw, target, payload, recorder, relay)
-    finally:
-        renewing.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await renewing
 
 
 async def _open(
