@@ -203,6 +203,54 @@ def build_send_request(
     return {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}
 
 
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """What the gateway sends an agent, as core decided it, in no version's shape:
+    ``send_request`` builds the version's request from it."""
+
+    message_id: str
+    task_id: str | None
+    context_id: str | None
+    parts: list[JSON]
+    metadata: JSON | None = None
+    extensions: list[str] | None = None
+    reference_task_ids: list[str] | None = None
+    history_length: int | None = None
+    accepted_output_modes: list[str] | None = None
+    return_immediately: bool | None = None
+    # The send's own metadata (beside the message's).
+    request_metadata: JSON | None = None
+
+
+def send_request(version: str, outgoing: Outgoing, *, streaming: bool = False) -> JSON:
+    """The version's JSON-RPC send (its streaming one when asked) of ``outgoing``."""
+    message = build_message(
+        version,
+        message_id=outgoing.message_id,
+        task_id=outgoing.task_id,
+        context_id=outgoing.context_id,
+        parts=outgoing.parts,
+        metadata=outgoing.metadata,
+        extensions=outgoing.extensions,
+        reference_task_ids=outgoing.reference_task_ids,
+    )
+    config = {
+        "historyLength": outgoing.history_length,
+        "acceptedOutputModes": outgoing.accepted_output_modes,
+        **_return_immediately(outgoing.return_immediately, version),
+    }
+    return build_send_request(
+        version, new_rpc_id(), message, config, outgoing.request_metadata, streaming=streaming
+    )
+
+
+def _return_immediately(value: bool | None, version: str) -> JSON:
+    """Say "do not wait for the task to settle" as the version does (0.3: ``blocking``)."""
+    if value is None:
+        return {}
+    return {"returnImmediately": value} if version == "1.0" else {"blocking": not value}
+
+
 def build_cancel_request(version: str, rpc_id: str, task_id: str) -> JSON:
     """Build the JSON-RPC request that asks an agent to cancel a task."""
     method = _CANCEL_METHODS[_check_version(version)]

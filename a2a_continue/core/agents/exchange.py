@@ -50,18 +50,14 @@ def wire_part(part: Part) -> dict[str, Any]:
     return {k: v for k, v in raw.items() if v is not None or k == "data"}
 
 
-def outgoing_message(
-    body: ContinueBody,
-    version: str,
-    message_id: str,
-    task_id: str | None,
-    context_id: str | None,
-) -> dict[str, Any]:
-    """Build the agent-shaped message; the gateway owns its id, role, task and context."""
-    message = body.message
+def outgoing(
+    body: ContinueBody, message_id: str, task_id: str | None, context_id: str | None
+) -> protocol.Outgoing:
+    """What to send the agent: the caller's message and settings, with the gateway's own id,
+    task and context (the wire layer gives it the agent's version's shape)."""
+    message, config = body.message, body.configuration
     parts = [{"text": body.text}] if message is None else [wire_part(p) for p in message.parts]
-    return protocol.build_message(
-        version,
+    return protocol.Outgoing(
         message_id=message_id,
         task_id=task_id,
         context_id=context_id,
@@ -69,30 +65,11 @@ def outgoing_message(
         metadata=message.metadata if message else None,
         extensions=message.extensions if message else None,
         reference_task_ids=message.reference_task_ids if message else None,
+        history_length=config.history_length if config else None,
+        accepted_output_modes=config.accepted_output_modes if config else None,
+        return_immediately=config.return_immediately if config else None,
+        request_metadata=body.metadata,
     )
-
-
-def send_payload(
-    body: ContinueBody, version: str, message: dict[str, Any], *, streaming: bool = False
-) -> dict[str, Any]:
-    """Wrap the message in the version's send request (its streaming one when asked)."""
-    config = None
-    if body.configuration is not None:
-        config = {
-            "historyLength": body.configuration.history_length,
-            "acceptedOutputModes": body.configuration.accepted_output_modes,
-            **return_immediately(body.configuration.return_immediately, version),
-        }
-    return protocol.build_send_request(
-        version, protocol.new_rpc_id(), message, config, body.metadata, streaming=streaming
-    )
-
-
-def return_immediately(value: bool | None, version: str) -> dict[str, bool]:
-    """Say "do not wait for the task to settle" as the version does (0.3: ``blocking``)."""
-    if value is None:
-        return {}
-    return {"returnImmediately": value} if version == "1.0" else {"blocking": not value}
 
 
 async def exchange(

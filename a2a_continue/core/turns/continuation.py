@@ -19,8 +19,7 @@ from a2a_continue.core.agents.exchange import (
     agent_target,
     check_role,
     exchange,
-    outgoing_message,
-    send_payload,
+    outgoing,
 )
 from a2a_continue.core.idempotency.retries import KeyHold
 from a2a_continue.core.shapes.messages import ContinueBody, Message, check_send_body
@@ -141,11 +140,8 @@ class FollowUp:
 
     def payload(self, body: ContinueBody, *, streaming: bool = False) -> dict[str, Any]:
         """The agent's request: the caller's message with the gateway-owned fields set."""
-        version = self.row["protocol_version"]
-        message = outgoing_message(
-            body, version, self.message_id, self.row["task_id"], self.row["context_id"]
-        )
-        return send_payload(body, version, message, streaming=streaming)
+        send = outgoing(body, self.message_id, self.row["task_id"], self.row["context_id"])
+        return protocol.send_request(self.row["protocol_version"], send, streaming=streaming)
 
     async def failed(self, error: AppError, *, counted: bool = True) -> None:
         """Log a call that did not get an answer (502/504) and release the claim; ``counted``:

@@ -18,8 +18,7 @@ from a2a_continue.core.agents.exchange import (
     agent_target,
     check_role,
     exchange,
-    outgoing_message,
-    send_payload,
+    outgoing,
 )
 from a2a_continue.core.agents.registry import visible_agent_row
 from a2a_continue.core.shapes.messages import StartBody, check_send_body
@@ -93,10 +92,9 @@ class Start:
 
     def payload(self, *, streaming: bool = False) -> dict[str, Any]:
         """The agent's request: the caller's message with the gateway-owned fields set."""
-        version = self.target.protocol_version
         context_id = self.body.message.context_id if self.body.message else None
-        message = outgoing_message(self.body, version, self.message_id, None, context_id)
-        return send_payload(self.body, version, message, streaming=streaming)
+        send = outgoing(self.body, self.message_id, None, context_id)
+        return protocol.send_request(self.target.protocol_version, send, streaming=streaming)
 
     def claim_ttl(self) -> float:
         """How long the claim of a streamed start lives unless renewed (as a follow-up's)."""
