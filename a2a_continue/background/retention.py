@@ -1,5 +1,5 @@
 """The retention loop: with ``A2AC_RETENTION_DAYS`` set, prune old terminal tasks every
-``A2AC_RETENTION_SWEEP_S``; the lease in core/retention keeps it to one process at a time."""
+``A2AC_RETENTION_SWEEP_S``; the lease in core/tasks/retention keeps it to one process at a time."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """Follow-up claims: the statements that take, renew, release and sweep a task's claim.
 
 A claim gives one follow-up at a time a task, across every process; its rules stay with
-core/continuation and core/relay. With core/tasks (a streamed start's claim, the outcome that
-releases one) the only writer of `a2a_claims`; with core/tasks and core/watches, of `a2a_tasks`.
+core/turns/continuation and core/turns/relay. A claim's statements update the task row and
+append its events too, so they live with the row's other writers, in core/tasks (the one
+package that writes `a2a_claims` and `a2a_tasks`).
 """
 
 from __future__ import annotations

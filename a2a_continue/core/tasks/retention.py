@@ -1,7 +1,7 @@
 """Retention (§14): terminal tasks completed before a cutoff are deleted with everything that
 hangs off them (events, stream interest, push configs and deliveries: their foreign keys
 cascade), a batch at a time, by one process at a time; so are the contexts callers named
-before the cutoff that no task carries any more (``core/contexts``).
+before the cutoff that no task carries any more (``core/tasks/contexts``).
 
 A batch is one statement: at most ``batch`` tasks, and no more events than ``event_budget``
 in all (a task with a longer log goes alone), so each statement's time and locks stay

@@ -1,6 +1,6 @@
 """The task store: new tasks, events, outcomes and updates in `a2a_tasks` and `a2a_task_events`.
 
-With core/claims (follow-up claims) and core/watches (watch leases), the only writers of those
+With claims (follow-up claims) and watches (watch leases) beside it, the only writers of those
 tables. Rules stay with the callers (continuation, leases, updates); one fragment writes every
 event.
 """

@@ -1,6 +1,7 @@
 """Watch leases: the statements that pick up, hand over, renew and end a watcher's lease.
 
-The rules are core/leases'; with core/tasks and core/claims, the only writers of `a2a_tasks`.
+The rules are core/watch/leases'. A lease is columns of the task row, so its statements live
+with the row's other writers, in core/tasks.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from a2a_continue.core.tasks.reads import LEASED_COLUMNS
 from a2a_continue.core.tasks.store import TERMINAL_SQL, append_events
 from a2a_continue.runtime.db import Conn, Record
 
-# ---- watch leases (their rules: core/leases.py) -------------------------------------------
+# ---- watch leases (their rules: core/watch/leases.py) -------------------------------------------
 
 # Nobody holds the task: no live lease and no live follow-up claim (in `a2a_claims`, read with
 # a snapshot of its own so that a statement that waited on a claimer's row lock sees its claim;

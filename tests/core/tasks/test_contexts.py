@@ -1,4 +1,4 @@
-"""What a start may name (core/contexts, core/invoke): a context of a task the caller can see
+"""What a start may name (core/tasks/contexts, core/turns/invoke): a context of a task the caller can see
 or one new to the agent, and referenced tasks the caller can see; anything else is the 404 of
 a task the caller cannot see, and the agent is never called."""
 

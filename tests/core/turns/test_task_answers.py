@@ -1,4 +1,4 @@
-"""`?answer=task` (core/task_answers): a start or a follow-up answered with the stored task in
+"""`?answer=task` (core/turns/answers): a start or a follow-up answered with the stored task in
 the gateway's shape, one shape for agents of either version, instead of the agent's body."""
 
 from __future__ import annotations
