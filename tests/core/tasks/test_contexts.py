@@ -1,6 +1,6 @@
-"""What a start may name (core/tasks/contexts, core/turns/invoke): a context of a task the caller can see
-or one new to the agent, and referenced tasks the caller can see; anything else is the 404 of
-a task the caller cannot see, and the agent is never called."""
+"""What a start may name (core/tasks/contexts, core/turns/invoke): a context of a task the
+caller can see or one new to the agent, and referenced tasks the caller can see; anything else
+is the 404 of a task the caller cannot see, and the agent is never called."""
 
 from __future__ import annotations
 
