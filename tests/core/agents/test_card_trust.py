@@ -256,7 +256,7 @@ async def test_card_keys_that_are_not_a_key_set_url_or_public_keys_are_refused(
     assert r.json()["errors"][0]["loc"] == loc
 
 
-SDK03_PY = Path(__file__).parent.parent / "support" / "sdk03" / ".venv" / "bin" / "python"
+SDK03_PY = Path(__file__).parents[2] / "support" / "sdk03" / ".venv" / "bin" / "python"
 V03_CARD: JSON = {
     "name": "Old forecaster",
     "description": "An agent on a2a-sdk 0.3 — près de la mer.",
