@@ -15,10 +15,12 @@ from a2a_continue.background.push import Dispatcher
 from a2a_continue.background.retention import pruning
 from a2a_continue.background.sweeps import start_sweeper, stop_sweeper, sweeping_claims
 from a2a_continue.background.watcher import Watcher
+from a2a_continue.core.limits.limiter import Limiter
 from a2a_continue.facade import push
 from a2a_continue.facade import routes as facade
-from a2a_continue.http import console, docs, openapi, rest
+from a2a_continue.http import console, docs, limit_routes, openapi, rest
 from a2a_continue.http.edge import Edge
+from a2a_continue.http.limited import limited
 from a2a_continue.http.routes import ApiRoute
 from a2a_continue.http.tokens import TokenVerifier
 from a2a_continue.obs import metrics, telemetry
@@ -35,13 +37,17 @@ from a2a_continue.settings import Settings, check_jwt_secret
 log = logging.getLogger(__name__)
 
 # The one route table: routing, the permission check and the API description derive from it.
-ROUTES: list[ApiRoute] = [
-    *rest.ROUTES,
-    *openapi.ROUTES,
-    *docs.ROUTES,
-    *console.ROUTES,
-    *facade.ROUTES,
-]
+# Each counted route is admitted by the limits of its caller and team first (SPEC §20).
+ROUTES: list[ApiRoute] = limited(
+    [
+        *rest.ROUTES,
+        *limit_routes.ROUTES,
+        *openapi.ROUTES,
+        *docs.ROUTES,
+        *console.ROUTES,
+        *facade.ROUTES,
+    ]
+)
 
 
 def create_app(
@@ -94,10 +100,13 @@ def create_app(
         gateway = Gateway(settings, pool, session, sealer, hub, streams, held=held, watcher=watcher)
         await watcher.start(gateway)
         await dispatcher.start(gateway)
+        limiter = Limiter(gateway)
+        await limiter.start()
         try:
             async with sweeping_claims(gateway), pruning(gateway):
-                yield {"gateway": gateway}
+                yield {"gateway": gateway, "limiter": limiter}
         finally:
+            await limiter.stop()
             await dispatcher.stop()
             await watcher.stop()
             await stop_sweeper(sweeper)

@@ -107,6 +107,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     retention_sweep_s: float = 3600.0
     retention_batch: int = 500
 
+    # ---- fair shares (§20): None = no limit of that kind ----
+    limit_caller_rps: float | None = None
+    limit_caller_burst: int | None = None
+    limit_caller_inflight: int | None = None
+    limit_team_rps: float | None = None
+    limit_team_burst: int | None = None
+    limit_team_inflight: int | None = None
+    # How often each process reads the admins' overrides (they apply within 5 s).
+    limit_poll_s: float = 2.0
+
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
     raw = env.get(name)
@@ -254,6 +264,13 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         retention_days=_number(env, "A2AC_RETENTION_DAYS", 0.0) or None,
         retention_sweep_s=_number(env, "A2AC_RETENTION_SWEEP_S", 3600.0),
         retention_batch=_integer(env, "A2AC_RETENTION_BATCH", 500, high=10_000),
+        # ---- fair shares (§20) ----
+        limit_caller_rps=_number(env, "A2AC_LIMIT_CALLER_RPS", 0.0) or None,
+        limit_caller_burst=_integer(env, "A2AC_LIMIT_CALLER_BURST", 0) or None,
+        limit_caller_inflight=_integer(env, "A2AC_LIMIT_CALLER_INFLIGHT", 0) or None,
+        limit_team_rps=_number(env, "A2AC_LIMIT_TEAM_RPS", 0.0) or None,
+        limit_team_burst=_integer(env, "A2AC_LIMIT_TEAM_BURST", 0) or None,
+        limit_team_inflight=_integer(env, "A2AC_LIMIT_TEAM_INFLIGHT", 0) or None,
     )
     return _check_watch(settings)
 
