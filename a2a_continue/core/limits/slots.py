@@ -26,9 +26,9 @@ SPARE_S = 1.0
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('a2ac-slots:' || $1 || ':' || $2, 0))"
 _GROW = """
 INSERT INTO a2a_limit_slots (kind, name, holder, slots, expires_at)
-SELECT $1, $2, $3, $4, now() + make_interval(secs => $6)
+SELECT $1::text, $2::text, $3::uuid, $4::int, now() + make_interval(secs => $6::float8)
 WHERE (SELECT coalesce(sum(slots), 0) FROM a2a_limit_slots
-       WHERE kind = $1 AND name = $2 AND holder <> $3 AND expires_at > now()) + $4 <= $5
+       WHERE kind = $1 AND name = $2 AND holder <> $3 AND expires_at > now()) + $4::int <= $5::int
 ON CONFLICT (kind, name, holder) DO UPDATE
     SET slots = EXCLUDED.slots, expires_at = EXCLUDED.expires_at
 RETURNING slots
