@@ -11,6 +11,7 @@ the handler runs, so the edge answers it as problem+json on every route, the faÃ
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import msgspec
@@ -52,6 +53,7 @@ def _admitting(route: ApiRoute) -> Any:
     inflight = route.method not in READS
     start = route.path == START
 
+    @functools.wraps(handler)  # its name and docstring: the API description reads them
     async def endpoint(request: Request) -> Response:
         limiter: Limiter = request.scope["state"]["limiter"]
         caller = caller_of(request)
@@ -69,7 +71,6 @@ def _admitting(route: ApiRoute) -> Any:
             admission.release()
             raise
 
-    endpoint.__doc__ = handler.__doc__
     return endpoint
 
 

@@ -42,7 +42,6 @@ class Process:
 
 @pytest.fixture
 async def pool(settings: Settings, db: asyncpg.Connection) -> AsyncIterator[asyncpg.Pool]:
-    await db.execute("TRUNCATE a2a_limit_buckets, a2a_limit_slots, a2a_limit_overrides")
     assert settings.database_url
     async with asyncpg.create_pool(direct_url(settings.database_url), min_size=1) as made:
         yield made

@@ -126,7 +126,6 @@ async def test_a_team_limit_counts_every_members_requests_for_the_team(
 async def test_an_override_applies_on_a_second_replica_within_5_s(
     settings: Settings, db: asyncpg.Connection
 ) -> None:
-    await db.execute("TRUNCATE a2a_limit_overrides, a2a_limit_buckets")
     async with gateway(settings) as one, gateway(settings) as two:
         admin, carol = one.as_(ADMIN), two.as_(CAROL)
         assert (await carol.call("GET", "/v1/a2a/agents")).status == 200  # no limit yet
@@ -168,7 +167,6 @@ async def test_only_admins_change_limits_and_a_bad_body_is_refused(
     assert r.status == 200, r.raw
     assert r.json()["rps"] is None and r.json()["effective"]["inflight"] == 3
     assert_problem(await admin.call("PUT", "/v1/a2a/limits/agent/x", {}), 404)
-    await db.execute("TRUNCATE a2a_limit_overrides")
 
 
 async def test_a_caller_under_its_limit_is_never_refused_beside_a_flood(
