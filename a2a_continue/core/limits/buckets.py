@@ -91,8 +91,9 @@ class Bucket:
             self.unreachable = False
             self.held += taken
             if taken < want and self.limits.rps:
-                # Nothing more until a whole token has come back.
-                wait = (1.0 - min(left, 1.0)) / self.limits.rps
+                # The bucket is drained: ask again once a whole lease can have come back, so a
+                # caller past its rate costs one statement per lease, not one per token.
+                wait = (min(want, self.limits.size) - min(left, 1.0)) / self.limits.rps
                 self.empty_until = asyncio.get_running_loop().time() + wait
         except DatabaseUnavailable:
             self.unreachable = True
