@@ -2,8 +2,9 @@
 under its limit.
 
 Three processes: the gateway (the real ``a2a-continue serve``, every caller limited to
-``--limit`` requests/s with a burst of ``--burst``, so leases of 20 tokens), this script as the calm caller, and the
-flooding caller (this script again, so that its load does not share the calm one's loop). The
+``--limit`` requests/s with a burst of ``--burst``, so leases of 20 tokens), this script as
+the calm caller, and the flooding caller (this script again, so that its load does not share
+the calm one's loop). The
 calm caller reads (``GET /v1/a2a/agents``) at half its limit, paced, over one connection;
 in a flood phase another caller sends 10x the limit over 32 connections at once. Phases
 alone and flooded are interleaved (``--reps`` pairs); the line gives the calm caller's p99
@@ -146,7 +147,8 @@ async def measure(args: argparse.Namespace, base: str, db_url: str, tokens: list
     return (
         f"limits: calm caller p99 {statistics.median(alone):.1f} ms alone,"
         f" {statistics.median(flooded):.1f} ms beside a caller flooding at 10x its"
-        f" {args.limit:g}/s limit (burst {args.burst}) over {FLOOD_CONNECTIONS} connections (median of"
+        f" {args.limit:g}/s limit (burst {args.burst}) over {FLOOD_CONNECTIONS} connections"
+        " (median of"
         f" {args.reps} paired ratios x{statistics.median(ratios):.2f}, target <= x1.5;"
         f" pairs {', '.join(f'x{r:.2f}' for r in ratios)}); calm caller 429s: {calm_429}"
         f" (target 0); per admitted request: {(leases1 - leases0) / admitted:.3f} lease"

@@ -14,7 +14,6 @@ from typing import Any
 import aiohttp
 import asyncpg
 import msgspec
-import pytest
 
 from a2a_continue.app import create_app
 from a2a_continue.settings import Settings
@@ -116,7 +115,7 @@ async def test_a_team_limit_counts_every_members_requests_for_the_team(
         assert assert_problem(r, 429)["limit"] == "team"
         assert r.headers["RateLimit-Policy"].startswith('"team";q=3;')
         # A task of the team counts for it too; a start for no team counts for the caller only.
-        task_id = (await db.fetchval("SELECT task_id FROM a2a_tasks LIMIT 1"))
+        task_id = await db.fetchval("SELECT task_id FROM a2a_tasks LIMIT 1")
         r = await alice.call("GET", f"/v1/a2a/{agent_id}/tasks/{task_id}")
         assert assert_problem(r, 429)["limit"] == "team"
         r = await bob.call("POST", start, {"text": "hi"})
