@@ -6,7 +6,9 @@ Three processes: the gateway (the real ``a2a-continue serve``, every caller limi
 the calm caller, and the flooding caller (this script again, so that its load does not share
 the calm one's loop). The
 calm caller reads (``GET /v1/a2a/agents``) at half its limit, paced, over one connection;
-in a flood phase another caller sends 10x the limit over 32 connections at once. Phases
+in a flood phase another caller sends 10x the limit over 32 connections at once, from 1.5 s
+before the calm caller's measured requests to their end (so what is measured is a sustained
+flood, past the burst its bucket saved up while it was quiet). Phases
 alone and flooded are interleaved (``--reps`` pairs); the line gives the calm caller's p99
 alone and flooded (the median over the pairs), the median of the paired ratios (target
 <= x1.5), the calm caller's 429s (target 0), and what reached PostgreSQL per admitted
@@ -39,6 +41,10 @@ from continue_bench import database, free_port, percentile, process, wait_listen
 
 ROOT = Path(__file__).resolve().parent.parent
 FLOOD_CONNECTIONS = 32
+# The flood starts this long before the calm caller's measured requests: what is measured is a
+# sustained flood, past the burst its bucket saved up while it was quiet.
+LEAD_S = 1.5
+flood_rate: list[float] = []  # what the flooding caller sent, per flood phase (requests/s)
 READ = "/v1/a2a/agents"
 
 
@@ -63,18 +69,49 @@ async def paced(
     return latencies, statuses
 
 
+async def one_connection(
+    host: str, port: int, head: bytes, each: float, until: float, statuses: dict[int, int]
+) -> None:
+    """One flooding connection: plain HTTP/1.1 keep-alive, paced to ``each`` requests/s (a
+    load generator as cheap as it gets, so that it takes little of the machine)."""
+    reader, writer = await asyncio.open_connection(host, port)
+    due = time.perf_counter()
+    try:
+        while due < until:
+            wait = due - time.perf_counter()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            writer.write(head)
+            status_line = await reader.readline()
+            length = 0
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":", 1)[1])
+            await reader.readexactly(length)
+            status = int(status_line.split()[1])
+            statuses[status] = statuses.get(status, 0) + 1
+            due += 1.0 / each
+    finally:
+        writer.close()
+
+
 async def flood(base: str, token: str, rate: float, seconds: float) -> None:
     """The flooding caller (a process of its own): for each line "go" on stdin, flood for
-    ``seconds``, then print how many requests were admitted."""
-    auth = {"Authorization": f"Bearer {token}"}
-    each = rate / FLOOD_CONNECTIONS
+    ``seconds``, then print how many requests were admitted and how many were sent."""
+    os.nice(5)  # the load generator yields the cores to the gateway and the calm caller
+    host, port = base.removeprefix("http://").split(":")
+    head = (
+        f"GET {READ} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\n\r\n"
+    ).encode()
     loop = asyncio.get_running_loop()
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
-        while (await loop.run_in_executor(None, sys.stdin.readline)).strip() == "go":
-            until = time.perf_counter() + seconds
-            runs = [paced(http, base + READ, auth, each, until) for _ in range(FLOOD_CONNECTIONS)]
-            done = await asyncio.gather(*runs)
-            print(sum(statuses.get(200, 0) for _, statuses in done), flush=True)
+    while (await loop.run_in_executor(None, sys.stdin.readline)).strip() == "go":
+        until = time.perf_counter() + seconds
+        statuses: dict[int, int] = {}
+        each = rate / FLOOD_CONNECTIONS
+        await asyncio.gather(
+            *(one_connection(host, int(port), head, each, until, statuses) for _ in range(32))
+        )
+        print(statuses.get(200, 0), sum(statuses.values()), flush=True)
 
 
 async def db_counts(db_url: str) -> tuple[int, int]:
@@ -95,12 +132,13 @@ async def db_counts(db_url: str) -> tuple[int, int]:
 
 async def phase(
     args: argparse.Namespace, base: str, calm: str, flooder: asyncio.subprocess.Process | None
-) -> tuple[float, int, int]:
-    """One phase: (the calm caller's p99 in ms, its 429s, requests admitted in all)."""
+) -> tuple[float, float, int, int]:
+    """One phase: the calm caller's p99 and p50 in ms, its 429s, requests admitted in all."""
     if flooder is not None:
         assert flooder.stdin is not None
         flooder.stdin.write(b"go\n")
         await flooder.stdin.drain()
+        await asyncio.sleep(LEAD_S)
     until = time.perf_counter() + args.seconds
     auth = {"Authorization": f"Bearer {calm}"}
     async with aiohttp.ClientSession() as http:
@@ -108,15 +146,18 @@ async def phase(
     admitted = statuses.get(200, 0)
     if flooder is not None:
         assert flooder.stdout is not None
-        admitted += int(await flooder.stdout.readline())
-    return percentile(sorted(latencies), 0.99), statuses.get(429, 0), admitted
+        passed, sent = (await flooder.stdout.readline()).split()
+        admitted += int(passed)
+        flood_rate.append(int(sent) / (args.seconds + LEAD_S))
+    ordered = sorted(latencies)
+    return percentile(ordered, 0.99), percentile(ordered, 0.5), statuses.get(429, 0), admitted
 
 
 async def flooding(args: argparse.Namespace, base: str, token: str) -> Any:
     """Start the flooding caller's process (it floods on each "go")."""
     return await asyncio.create_subprocess_exec(
         *(sys.executable, __file__, "--role", "flood", "--base", base, "--token", token),
-        *("--rate", str(args.limit * 10), "--seconds", str(args.seconds)),
+        *("--rate", str(args.limit * 10), "--seconds", str(args.seconds + LEAD_S)),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
     )
@@ -131,11 +172,13 @@ async def measure(args: argparse.Namespace, base: str, db_url: str, tokens: list
     calm_429 = admitted = 0
     await asyncio.sleep(1.5)  # the server's table statistics are flushed about every second
     leases0, xacts0 = await db_counts(db_url)
+    medians: list[float] = []
     for _ in range(args.reps):
-        p99, refused, passed = await phase(args, base, calm, None)
+        p99, p50, refused, passed = await phase(args, base, calm, None)
         alone.append(p99)
-        p99_flood, refused_flood, passed_flood = await phase(args, base, calm, flooder)
+        p99_flood, p50_flood, refused_flood, passed_flood = await phase(args, base, calm, flooder)
         flooded.append(p99_flood)
+        medians.append(p50_flood / p50)
         calm_429 += refused + refused_flood
         admitted += passed + passed_flood
     assert flooder.stdin is not None
@@ -147,10 +190,12 @@ async def measure(args: argparse.Namespace, base: str, db_url: str, tokens: list
     return (
         f"limits: calm caller p99 {statistics.median(alone):.1f} ms alone,"
         f" {statistics.median(flooded):.1f} ms beside a caller flooding at 10x its"
-        f" {args.limit:g}/s limit (burst {args.burst}) over {FLOOD_CONNECTIONS} connections"
+        f" {args.limit:g}/s limit (burst {args.burst}; sent"
+        f" {statistics.median(flood_rate):.0f}/s) over {FLOOD_CONNECTIONS} connections"
         " (median of"
         f" {args.reps} paired ratios x{statistics.median(ratios):.2f}, target <= x1.5;"
-        f" pairs {', '.join(f'x{r:.2f}' for r in ratios)}); calm caller 429s: {calm_429}"
+        f" pairs {', '.join(f'x{r:.2f}' for r in ratios)}; p50 x{statistics.median(medians):.2f});"
+        f" calm caller 429s: {calm_429}"
         f" (target 0); per admitted request: {(leases1 - leases0) / admitted:.3f} lease"
         f" statements, {(xacts1 - xacts0) / admitted:.2f} database transactions in all"
         f" ({admitted} admitted)"

@@ -38,6 +38,9 @@ async def lease(conn: Conn, kind: Kind, name: str, limits: Limits, want: int) ->
     return int(row["granted"]), float(row["tokens"])
 
 
+# How many tokens a dripping bucket may spend at once when requests came late.
+DRIP_SLACK = 2
+
 # What runs a lease: (kind, name, limits, want) → (taken, left), through a pooled connection.
 Leaser = Callable[[Kind, str, Limits, int], Awaitable[tuple[int, float]]]
 
@@ -46,8 +49,10 @@ class Bucket:
     """The tokens this process holds of one subject's bucket.
 
     A request spends one it holds; when half a lease is left the next lease is taken in the
-    background, so a caller within its rate rarely waits on the database. An empty bucket
-    refuses locally until a token can have come back, so a flood costs the database nothing.
+    background, so a caller within its rate rarely waits on the database. A drained bucket
+    refuses locally until a whole lease can have come back, so a flood costs the database one
+    statement per lease, and spends what it leased at the rate (``drip``), one token every
+    1/rps, as a bucket asked continuously would have admitted them: not all at once.
     """
 
     def __init__(self, kind: Kind, name: str, limits: Limits, leaser: Leaser) -> None:
@@ -58,6 +63,8 @@ class Bucket:
         self.pending: asyncio.Task[None] | None = None
         self.unreachable = False
         self.used_at = 0.0
+        self.dripping = False
+        self.drip_at = 0.0
 
     async def take(self) -> None:
         """Spend one token, or raise RateLimited (429) or DatabaseUnavailable (503)."""
@@ -71,8 +78,13 @@ class Bucket:
                 if self.unreachable:
                     raise DatabaseUnavailable()
                 raise RateLimited(self.kind, self.limits, max(0.0, self.empty_until - now))
+        if self.dripping and self.limits.rps:
+            if now < self.drip_at:
+                raise RateLimited(self.kind, self.limits, self.drip_at - now)
+            interval = 1.0 / self.limits.rps
+            self.drip_at = max(self.drip_at, now - DRIP_SLACK * interval) + interval
         self.held -= 1
-        if self.held <= self.limits.lease // 2 and self.pending is None:
+        if self.held <= self.limits.lease // 2 and self.pending is None and now >= self.empty_until:
             self.pending = loop.create_task(self._lease())
 
     def give_back(self) -> None:
@@ -90,6 +102,8 @@ class Bucket:
             taken, left = await self.leaser(self.kind, self.name, self.limits, want)
             self.unreachable = False
             self.held += taken
+            # Drip while the bucket is drained; a lease that leaves a whole lease behind ends it.
+            self.dripping = (self.dripping and left < want) or taken < want
             if taken < want and self.limits.rps:
                 # The bucket is drained: ask again once a whole lease can have come back, so a
                 # caller past its rate costs one statement per lease, not one per token.
