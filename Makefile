@@ -38,6 +38,7 @@ demo: $(RUN_STAMP)
 bench: $(DEV_STAMP)
 	$(PY) bench/continue_bench.py $(if $(BASE),--base $(BASE))
 	$(PY) bench/push_bench.py
+	$(PY) bench/limits_bench.py
 
 walkthrough: $(RUN_STAMP)
 	$(PY) scripts/walkthrough.py

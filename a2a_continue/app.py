@@ -15,11 +15,13 @@ from a2a_continue.background.push import Dispatcher
 from a2a_continue.background.retention import pruning
 from a2a_continue.background.sweeps import sweeping_claims, sweeping_keys
 from a2a_continue.background.watcher import Watcher
+from a2a_continue.core.limits.limiter import Limiter
 from a2a_continue.core.tasks.interest import INTEREST_ROWS
 from a2a_continue.facade import push
 from a2a_continue.facade import routes as facade
-from a2a_continue.http import console, docs, openapi, rest
+from a2a_continue.http import console, docs, limit_routes, openapi, rest
 from a2a_continue.http.edge import Edge
+from a2a_continue.http.limited import limited
 from a2a_continue.http.routes import ApiRoute
 from a2a_continue.http.tokens import TokenVerifier
 from a2a_continue.obs import metrics, telemetry
@@ -36,13 +38,17 @@ from a2a_continue.settings import Settings, check_jwt_secret
 log = logging.getLogger(__name__)
 
 # The one route table: routing, the permission check and the API description derive from it.
-ROUTES: list[ApiRoute] = [
-    *rest.ROUTES,
-    *openapi.ROUTES,
-    *docs.ROUTES,
-    *console.ROUTES,
-    *facade.ROUTES,
-]
+# Each counted route is admitted by the limits of its caller and team first (SPEC §20).
+ROUTES: list[ApiRoute] = limited(
+    [
+        *rest.ROUTES,
+        *limit_routes.ROUTES,
+        *openapi.ROUTES,
+        *docs.ROUTES,
+        *console.ROUTES,
+        *facade.ROUTES,
+    ]
+)
 
 
 def create_app(
@@ -112,9 +118,12 @@ def create_app(
             dispatcher = Dispatcher(settings, push.delivery_body, push_issuer(settings))
             await dispatcher.start(gateway)
             stack.push_async_callback(dispatcher.stop)
+            limiter = Limiter(gateway)
+            await limiter.start()
+            stack.push_async_callback(limiter.stop)
             await stack.enter_async_context(sweeping_claims(gateway))
             await stack.enter_async_context(pruning(gateway))
-            yield {"gateway": gateway}
+            yield {"gateway": gateway, "limiter": limiter}
 
     edge = Edge(routes, tokens, lifespan)
     return edge

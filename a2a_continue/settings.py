@@ -35,7 +35,7 @@ MAX_HEADER_BYTES = 64 * 1024
 MIN_HEADER_BYTES = 1024
 
 
-# A duration or a rate: a finite number above 0 (1e9 s is some thirty years).
+# A duration or a rate: a finite number above 0 (1e9 s is some thirty years; 1e9 a second).
 Seconds = Annotated[float, Meta(gt=0, le=1e9)]
 # A count or a size: a whole number above 0.
 Whole = Annotated[int, Meta(ge=1)]
@@ -123,6 +123,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     retention_days: Annotated[float, Meta(gt=0, le=1e6)] | None = None
     retention_sweep_s: Seconds = 3600.0
     retention_batch: Annotated[int, Meta(ge=1, le=10_000)] = 500
+
+    # ---- fair shares (§20): None = no limit of that kind ----
+    limit_caller_rps: Seconds | None = None
+    limit_caller_burst: Whole | None = None
+    limit_caller_inflight: Whole | None = None
+    limit_team_rps: Seconds | None = None
+    limit_team_burst: Whole | None = None
+    limit_team_inflight: Whole | None = None
+    # How often each process reads the admins' overrides (they apply within 5 s).
+    limit_poll_s: Seconds = 2.0
 
 
 MIN_JWT_SECRET_BYTES = 32

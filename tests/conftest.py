@@ -82,6 +82,7 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
         "TRUNCATE a2a_agents, a2a_tasks, a2a_task_events, a2a_claims, a2a_push_deliveries CASCADE"
     )
     await conn.execute("TRUNCATE a2a_idempotency_keys")
+    await conn.execute("TRUNCATE a2a_limit_overrides, a2a_limit_buckets, a2a_limit_slots")
     try:
         yield conn
     finally:

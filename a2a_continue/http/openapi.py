@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from a2a_continue.errors import PROBLEM_JSON, AppError
+from a2a_continue.http.limited import counted
 from a2a_continue.http.routes import JSON, PUBLIC, ApiRoute, Operation
 
 PROBLEM_PREFIX = "urn:a2a-continue:problem:"
@@ -186,6 +187,8 @@ def _operation(route: ApiRoute, ref: dict[type, JSON], problems: dict[int, list[
             "content": {"application/json": media},
         }
     codes = set(op.problems) | ({401, 403} if not public else set())
+    if counted(route):
+        codes.add(429)  # the caller's or team's limits (SPEC §20)
     if op.idempotent:
         result["parameters"].append(_KEY_PARAM)
         codes |= {409, 422}  # a key in flight, streamed, reused or malformed

@@ -75,6 +75,10 @@ CARD_SIGNATURE_CHECKS = Counter(
     "Checks of a fetched agent card's signatures: verified, unsigned, invalid",
     ["outcome"],
 )
+# -- fair shares (SPEC §20) --
+RATE_LIMITED = Counter(
+    "a2ac_rate_limited", "Requests refused by a limit: rate-limited, too-many-in-flight", ["kind"]
+)
 
 UNMATCHED = "unmatched"
 
@@ -187,3 +191,8 @@ def push_delivery(outcome: str, seconds: float) -> None:
 def push_pending(count: int) -> None:
     """Set how many push deliveries wait to be sent (across the database)."""
     PUSH_PENDING.set(count)
+
+
+def rate_limited(kind: str) -> None:
+    """Count one request refused by a limit (``rate-limited`` or ``too-many-in-flight``)."""
+    _child(RATE_LIMITED, kind).inc()

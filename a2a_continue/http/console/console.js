@@ -384,6 +384,7 @@ function renderTask(task) {
   $("t-state").replaceWith(Object.assign(stateBadge(task.state), { id: "t-state" }));
   $("t-agent").textContent = current.agent ? current.agent.name : task.agentId;
   $("t-owner").textContent = task.owner;
+  showLimits(task.owner);
   $("t-team").textContent = task.teamId || "—";
   const context = clear($("t-context"));
   context.append(
@@ -405,6 +406,21 @@ function renderTask(task) {
   }
   $("reply-form").hidden = !INTERRUPTED.has(task.state);
   $("cancel").hidden = TERMINAL.has(task.state);
+}
+
+// The limits of a task's owner, for admins (GET /v1/a2a/limits/caller/{sub}; 404: none set).
+async function showLimits(sub) {
+  const admin = Boolean(claims().is_admin);
+  $("t-limits-label").hidden = $("t-limits").hidden = !admin;
+  if (!admin) return;
+  const none = (v) => (v === null || v === undefined ? "no limit" : v);
+  try {
+    const found = await api(`/v1/a2a/limits/caller/${encodeURIComponent(sub)}`);
+    const e = found.effective;
+    $("t-limits").textContent = `${none(e.rps)} req/s, burst ${none(e.burst)}, ${none(e.inflight)} in flight (override)`;
+  } catch (error) {
+    $("t-limits").textContent = error.status === 404 ? "the defaults (no override)" : describe(error)[0];
+  }
 }
 
 async function refreshTask() {
