@@ -109,7 +109,10 @@ async def flood(base: str, token: str, rate: float, seconds: float) -> None:
         statuses: dict[int, int] = {}
         each = rate / FLOOD_CONNECTIONS
         await asyncio.gather(
-            *(one_connection(host, int(port), head, each, until, statuses) for _ in range(32))
+            *(
+                one_connection(host, int(port), head, each, until, statuses)
+                for _ in range(FLOOD_CONNECTIONS)
+            )
         )
         print(statuses.get(200, 0), sum(statuses.values()), flush=True)
 
