@@ -2,8 +2,8 @@
 by scripts/compose_failover_smoke.sh (requests straight to the two gateway replicas, turn
 about; the audit's queries through HAProxy to the primary):
 
-0. a follow-up's latency, p50 of sequential follow-ups, with synchronous replication and
-   without (`patronictl edit-config`), then synchronous again;
+0. a follow-up's latency and a bare commit's, p50 of sequential ones, with synchronous
+   replication and without (`patronictl edit-config`), in alternating rounds;
 1. the primary's postgres SIGKILLed (Patroni promotes the synchronous standby; the old
    primary's node is stopped once it is replaced, to rejoin in drill 3);
 2. a planned `patronictl switchover` to the other node;
@@ -21,18 +21,18 @@ FO_RUN and the FO_* ports of the override.
 from __future__ import annotations
 
 import asyncio
-import statistics
+import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import aiohttp
-import asyncpg
 from failover_audit import audit
+from failover_latency import sync_cost
 from failover_load import (
     AGENT_URL,
-    DSN,
     SLOW_AGENT_URL,
     Figures,
     Receiver,
@@ -56,7 +56,6 @@ CLIENTS = 6
 STREAMS = 50
 WATCHED = 6
 PUSH_EVERY = 4  # a push config on every 4th task of the load
-LATENCY_SAMPLES = 40
 
 
 @dataclass
@@ -69,6 +68,38 @@ class Load:
     figures: Figures = field(default_factory=Figures)
     configs: dict[str, str] = field(default_factory=dict)  # task -> push config
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    probes: list[tuple[float, float, int]] = field(default_factory=list)  # sent, done, status
+
+    async def probe(self, session: aiohttp.ClientSession) -> None:
+        """A start under a fresh key every 0.2 s, one attempt each, each on its own: when
+        writes are taken again, whatever the clients' retries wait on."""
+        sent: list[asyncio.Task[None]] = []
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            sent.append(asyncio.create_task(self.one_probe(session, n)))
+            await asyncio.sleep(0.2)
+        await asyncio.gather(*sent)
+
+    async def one_probe(self, session: aiohttp.ClientSession, n: int) -> None:
+        sent = time.monotonic()
+        try:
+            status, _, _ = await call(
+                session,
+                "POST",
+                f"/v1/a2a/{self.agent}/messages",
+                {"text": f"probe {n}?"},
+                {"Idempotency-Key": os.urandom(16).hex()},
+                base=self.figures.base(),
+            )
+        except (TimeoutError, aiohttp.ClientError):
+            status = 0
+        if status == 500:
+            self.figures.statuses["500"] += 1
+        self.probes.append((sent, time.monotonic(), status))
+
+    def written_since(self, when: float) -> bool:
+        return any(sent >= when and status == 200 for sent, _, status in self.probes)
 
     async def client(self, session: aiohttp.ClientSession, n: int) -> None:
         i = 0
@@ -130,16 +161,22 @@ async def drill(
     watched = await load.watched(session)
     runners = [asyncio.create_task(load.client(session, n)) for n in range(CLIENTS)]
     feeder = asyncio.create_task(load.feed(session, streams))
+    prober = asyncio.create_task(load.probe(session))
     await asyncio.sleep(4)
     what = await asyncio.to_thread(fault)
     faulted = time.monotonic()
     print(f"   fault: {what}")
     after = await asyncio.to_thread(settled)
     print(f"   {after} ({time.monotonic() - faulted:.1f} s after the fault)")
+    for _ in range(300):  # until a probe sent after the fault is answered (60 s at most)
+        if load.written_since(faulted):
+            break
+        await asyncio.sleep(0.2)
     await asyncio.sleep(4)
     load.stop.set()
     await asyncio.gather(*runners)
     await feeder
+    await prober
     # the streamed tasks the feeder had no time for: followed up now, so every stream ends
     for stream in streams:
         if stream.task not in load.figures.followed:
@@ -154,12 +191,21 @@ async def drill(
         for sent, done, status, replayed in load.figures.writes
         if sent >= faulted and status in (200, 201) and not replayed
     ]
-    recovery = f"{min(first):.2f} s" if first else "none"
+    probed = [
+        done - faulted for sent, done, status in load.probes if sent >= faulted and status == 200
+    ]
+    recovery = f"{min(probed):.2f} s" if probed else "none"
+    clients = f"{min(first):.2f} s" if first else "none"
     statuses = ", ".join(f"{k}: {v}" for k, v in sorted(load.figures.statuses.items()))
-    print(f"   first successful write sent after the fault: {recovery} after it")
+    probes = Counter(str(status or "connection error") for _, _, status in load.probes)
+    print(
+        f"   first successful write sent after the fault: {recovery} after it (a probe's);"
+        f" the clients' first, retries included: {clients}"
+    )
     print(f"   requests by status: {{{statuses}}}")
+    print(f"   probes by status: {{{', '.join(f'{k}: {v}' for k, v in sorted(probes.items()))}}}")
     lines = await audit(session, load, streams, watched)
-    lines.insert(0, (bool(first), f"a write sent after the fault succeeded: {recovery}"))
+    lines.insert(0, (bool(probed), f"a write sent after the fault succeeded: {recovery}"))
     for ok, line in lines:
         print(f"   audit {'ok  ' if ok else 'FAIL'} {line}")
     print(f"   ({time.monotonic() - began:.1f} s)")
@@ -221,64 +267,6 @@ def rejoin(node: str) -> tuple[Callable[[], str], Callable[[], str]]:
         return f"{node} rejoined as a replica ({members_line()})"
 
     return fault, settled
-
-
-async def latency(session: aiohttp.ClientSession, agent: str) -> float:
-    """The p50 of LATENCY_SAMPLES sequential follow-ups, in milliseconds."""
-    figures = Figures()
-    took = []
-    for n in range(LATENCY_SAMPLES):
-        task = await start(session, figures, agent, f"latency {n}?")
-        began = time.monotonic()
-        await follow_up(session, figures, agent, task)
-        took.append((time.monotonic() - began) * 1000)
-    return statistics.median(took)
-
-
-async def sync_names() -> str:
-    conn = await asyncpg.connect(DSN, timeout=10)
-    try:
-        return str(await conn.fetchval("SHOW synchronous_standby_names"))
-    finally:
-        await conn.close()
-
-
-async def set_sync(node: str, off: bool) -> None:
-    """Synchronous replication on or off (``off``: turn it off), once the primary shows it."""
-    value = "false" if off else "true"
-    patronictl(
-        node,
-        "edit-config",
-        "--force",
-        "-s",
-        f"synchronous_mode={value}",
-        "-s",
-        f"synchronous_mode_strict={value}",
-    )
-    for _ in range(100):
-        if (await sync_names() == "") == off:
-            return
-        await asyncio.sleep(0.3)
-    raise SmokeFailure(f"synchronous_mode={value} not applied after 30 s")
-
-
-async def sync_cost(session: aiohttp.ClientSession, agent: str) -> None:
-    print("== 0. a follow-up's latency with and without synchronous replication")
-    node = leader()
-    assert node is not None
-    with_sync = await latency(session, agent)
-    names = await sync_names()
-    await set_sync(node, off=True)
-    without = await latency(session, agent)
-    await set_sync(node, off=False)
-    print(
-        f"   synchronous_standby_names {names!r}: follow-up p50 {with_sync:.1f} ms"
-        f" ({LATENCY_SAMPLES} sequential)"
-    )
-    print(
-        f"   asynchronous: follow-up p50 {without:.1f} ms; synchronous costs"
-        f" {with_sync - without:+.1f} ms a follow-up"
-    )
 
 
 async def drills() -> bool:
