@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install run test lint demo bench walkthrough compose-smoke clean test-browser js-clients sdk03-client compose-ha-smoke
+.PHONY: install run test lint demo bench walkthrough compose-smoke clean test-browser js-clients sdk03-client compose-ha-smoke compose-failover-smoke
 
 $(RUN_STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -80,6 +80,9 @@ sdk03-client: $(SDK03_STAMP)
 
 compose-ha-smoke: $(RUN_STAMP)
 	bash scripts/compose_ha_smoke.sh
+
+compose-failover-smoke: $(RUN_STAMP)
+	bash scripts/compose_failover_smoke.sh
 
 .PHONY: bench-scale
 bench-scale: $(DEV_STAMP)

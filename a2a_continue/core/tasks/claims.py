@@ -40,7 +40,8 @@ _EXPIRED_EVENT = """id, last_seq, 'task_continue_failed', state, state, {actor},
 # waiting for its WAL flush: a claim lost with a crash of PostgreSQL frees the task early; the
 # outcome's own (waited) commit makes it durable.
 _TARGET = f"""target AS (
-    SELECT t.id AS row_id, t.task_id, t.state, t.context_id, t.team_id, a.id AS agent_id,
+    SELECT t.id AS row_id, t.task_id, t.state, t.last_seq, t.context_id, t.team_id,
+           a.id AS agent_id,
            a.endpoint_url, a.protocol_version, a.auth_sealed, a.timeout_seconds, a.capabilities,
            c.expires_at AS claim_until, t.claim_expires_at AS row_claim_until,
            t.state NOT IN {TERMINAL_SQL} AND ($7::text IS NULL OR t.context_id = $7)

@@ -197,8 +197,13 @@ SELECT {{select}}, {notify_sql("upd.row_id")} AS notified FROM upd
 _STATE_COLUMNS = f"t.id AS row_id, t.state, t.last_seq, {STATUS_AT}"
 
 
-# The guard of an outcome recorded late: only while the caller's claim ($5) holds the task.
-_CLAIM_HOLDS = "\n      AND EXISTS (SELECT 1 FROM a2a_claims h WHERE h.task = $1 AND h.token = $5)"
+# The guard of an outcome recorded late: while the caller's claim ($5) holds the task, or when
+# the unlogged claims table lost it (a crash, a promoted standby: the task has no claim at all)
+# and nothing was written to the task since the claim was taken ($10: its last seq then).
+_CLAIM_HOLDS = """
+      AND (EXISTS (SELECT 1 FROM a2a_claims h WHERE h.task = $1 AND h.token = $5)
+           OR (last_seq = $10::integer
+               AND NOT EXISTS (SELECT 1 FROM a2a_claims h WHERE h.task = $1)))"""
 
 
 def _outcome(update: str, whole_row: bool, guard: str = "") -> str:
@@ -254,12 +259,13 @@ async def record_outcome(
 async def record_claimed_outcome(
     conn: Conn, row_id: uuid.UUID, claim: uuid.UUID, *, state: str | None,
     status_message: dict[str, Any] | None = None, artifacts: list[Any] | None = None,
-    event: str, actor: str, data: dict[str, Any],
+    event: str, actor: str, data: dict[str, Any], seen_seq: int | None = None,
 ) -> str | None:  # fmt: skip
-    """Apply an outcome with its event if ``claim`` still holds the task; return the state
-    stored, or None when the claim (or the task) is gone and nothing was written."""
+    """Apply an outcome with its event if ``claim`` still holds the task, or if the claim was
+    lost with the claims table and the task's last seq is still ``seen_seq`` (its seq when
+    claimed); return the state stored, or None when nothing was written."""
     _checked(event, state)
-    args = (row_id, state, status_message, artifacts, claim, 1, event, actor, data)
+    args = (row_id, state, status_message, artifacts, claim, 1, event, actor, data, seen_seq)
     row = await conn.fetchrow(RECORD_CLAIMED_OUTCOME, *args)
     return None if row is None else str(row["state"])
 

@@ -273,7 +273,7 @@ class FollowUp:
                 async with self.gw.connection() as conn:
                     stored = await record_claimed_outcome(
                         conn, row_id, self.claim, **outcome, event="task_continued",
-                        actor=self.caller.sub, data=data,
+                        actor=self.caller.sub, data=data, seen_seq=self.row["last_seq"],
                     )  # fmt: skip
             except Exception:
                 return False

@@ -189,3 +189,35 @@ async def test_a_late_outcome_is_recorded_only_while_its_claim_holds_the_task(
     assert await db.fetchval("SELECT count(*) FROM a2a_claims") == 0
     assert await record_claimed_outcome(db, row_id, claim, **outcome) is None
     assert await db.fetchval("SELECT count(*) FROM a2a_task_events") == 1
+
+
+async def test_a_late_outcome_is_recorded_when_the_claims_were_lost_and_the_task_is_unchanged(
+    db: asyncpg.Connection,
+) -> None:
+    # The claims table is unlogged: a promoted standby (a failover) starts with no claims.
+    row_id = await claimed_task(db)
+    claim = await hold_claim(db)
+    seq = await db.fetchval("SELECT last_seq FROM a2a_tasks WHERE id = $1", row_id)
+    outcome = {"state": "completed", "event": "task_continued", "actor": "a", "data": {}}
+    await db.execute("TRUNCATE a2a_claims")
+
+    assert await record_claimed_outcome(db, row_id, claim, **outcome) is None
+    assert await record_claimed_outcome(db, row_id, claim, **outcome, seen_seq=seq + 1) is None
+    assert await record_claimed_outcome(db, row_id, claim, **outcome, seen_seq=seq) == "completed"
+    # recorded once: the task has moved on since
+    assert await record_claimed_outcome(db, row_id, claim, **outcome, seen_seq=seq) is None
+    assert await db.fetchval("SELECT count(*) FROM a2a_task_events") == 1
+
+
+async def test_a_late_outcome_is_not_recorded_when_another_follow_up_claimed_the_lost_claim_s_task(
+    db: asyncpg.Connection,
+) -> None:
+    row_id = await claimed_task(db)
+    claim = await hold_claim(db)
+    seq = await db.fetchval("SELECT last_seq FROM a2a_tasks WHERE id = $1", row_id)
+    outcome = {"state": "completed", "event": "task_continued", "actor": "a", "data": {}}
+    await db.execute("TRUNCATE a2a_claims")
+    await hold_claim(db)  # another follow-up's, taken after the claims were lost
+
+    assert await record_claimed_outcome(db, row_id, claim, **outcome, seen_seq=seq) is None
+    assert await db.fetchval("SELECT count(*) FROM a2a_task_events") == 0

@@ -262,3 +262,32 @@ async def test_an_answer_whose_recording_fails_is_recorded_once_the_database_tak
         (2, "task_continued", "completed"),
     ]
     assert await claim_of(db, "T1") == (None, None)
+
+
+async def test_an_answer_whose_recording_fails_is_recorded_after_a_failover_emptied_the_claims(
+    client: Client, db: asyncpg.Connection, fake_agent: StartFake, refusing_outcomes: None
+) -> None:
+    async def two_steps(request: JSON) -> JSON:
+        state = "completed" if request["params"]["message"].get("taskId") else "input-required"
+        return rpc_result(request, task_body("1.0", "T1", state, "C1"))
+
+    agent = await register_fake(client, fake_agent, two_steps)
+    await start(client, agent)
+
+    r = await client.call("POST", agent.messages("T1"), {"text": "Paris"})
+
+    assert r.status == 200, r.raw
+    # a2a_claims is unlogged: the standby Patroni promotes starts with none
+    await db.execute("TRUNCATE a2a_claims")
+    await drop_outcome_refusal(db)
+
+    async def recorded() -> bool:
+        task = (await client.call("GET", agent.task("T1"))).json()
+        return bool(task["state"] == "completed")
+
+    await eventually(recorded, "the answer was recorded although its claim was lost")
+    logged = await events(client, agent, "T1")
+    assert [(e["seq"], e["type"], e["newState"]) for e in logged] == [
+        (1, "task_created", "input-required"),
+        (2, "task_continued", "completed"),
+    ]
