@@ -36,9 +36,10 @@ _EXPIRED_EVENT = """id, last_seq, 'task_continue_failed', state, state, {actor},
 # replaces it (its upsert updates the row: `xmax` is set) logs it as a failed follow-up
 # (`claim-expired`) first, so that one the sweep removed meanwhile is not logged twice. The
 # task row is locked (no key update) so that a watch lease and a claim are never taken at once;
-# the claims table's key makes two claims of one task impossible. The claim commits without
-# waiting for its WAL flush: a claim lost with a crash of PostgreSQL frees the task early; the
-# outcome's own (waited) commit makes it durable.
+# the claims table's key makes two claims of one task impossible. The claim's commit waits for
+# its WAL flush (and, with synchronous replication, for a standby), whatever the session's
+# default: a claim is the promise that one follow-up at a time reaches the agent, so a crash
+# or a failover must not forget one while its follow-up is in flight (sql/0014_logged_claims).
 _TARGET = f"""target AS (
     SELECT t.id AS row_id, t.task_id, t.state, t.last_seq, t.context_id, t.team_id,
            a.id AS agent_id,
@@ -72,7 +73,7 @@ WITH {{key}}{_TARGET}, claimed AS (
 )
 SELECT target.*, claimed.task IS NOT NULL AS claimed, target.state AS now, expired.expired_at
        {{key_columns}}
-FROM (SELECT set_config('synchronous_commit', '{{commit}}', true)) AS one
+FROM (SELECT set_config('synchronous_commit', 'on', true)) AS one
 LEFT JOIN target ON true
 LEFT JOIN claimed ON claimed.task = target.row_id
 LEFT JOIN expired ON expired.id = target.row_id
@@ -81,7 +82,7 @@ WHERE target.row_id IS NOT NULL {{key_found}}
 """
 
 _UNKEYED = dict.fromkeys(("key", "key_mine", "key_columns", "key_join", "key_found"), "")
-CLAIM_TASK = _CLAIM.format(**_UNKEYED, commit="off")
+CLAIM_TASK = _CLAIM.format(**_UNKEYED)
 
 # The claim of a task no claim holds, which is nearly every follow-up: the same target, and a
 # claim taken only when no claim row (live or expired) and no row claim is in the way. Where
@@ -100,7 +101,7 @@ SELECT target.*, claimed.task IS NOT NULL AS claimed, target.state AS now,
        NULL::timestamptz AS expired_at,
        target.free AND (target.claim_until < now() OR target.row_claim_until IS NOT NULL)
            AS takeover
-FROM (SELECT set_config('synchronous_commit', 'off', true)) AS one
+FROM (SELECT set_config('synchronous_commit', 'on', true)) AS one
 LEFT JOIN target ON true
 LEFT JOIN claimed ON claimed.task = target.row_id
 WHERE target.row_id IS NOT NULL
@@ -113,7 +114,6 @@ CLAIM_TASK_KEYED = _CLAIM.format(
     key=key_cte(caller="$1", agent="$4", request="$11") + ", ",
     key_mine="\n      AND EXISTS (SELECT 1 FROM idem WHERE idem.key_mine)",
     key_columns=", idem.*",
-    commit="on",
     key_join="LEFT JOIN idem ON true",
     key_found="OR idem.key_mine IS NOT NULL",
 )
