@@ -224,7 +224,7 @@ def main() -> None:
         args.seconds, args.reps = 3.0, 2
 
     from a2a_continue.core.access.callers import mint_token
-    from a2a_continue.runtime.db import migrate_url
+    from a2a_continue.core.schema import migrate_url
     from a2a_continue.runtime.secrets import new_key
 
     port = free_port()
