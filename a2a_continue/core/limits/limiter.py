@@ -17,6 +17,7 @@ from a2a_continue.core.limits.slots import Slots
 from a2a_continue.errors import AppError, DatabaseUnavailable
 from a2a_continue.obs import metrics
 from a2a_continue.runtime.gateway import Gateway
+from a2a_continue.runtime.running import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -146,10 +147,7 @@ class Limiter:
 
     async def stop(self) -> None:
         """Stop the loop and give back the slots this process holds."""
-        if self._loop is not None:
-            self._loop.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._loop
+        await cancel_and_wait(self._loop)
         if self.slots:
             with suppress(DatabaseUnavailable):
                 async with self.gw.connection() as conn:
