@@ -17,9 +17,10 @@ from a2a_continue.core.limits.overrides import (
 )
 from a2a_continue.core.limits.policy import Kind
 from a2a_continue.core.shapes.wire import decode_body
-from a2a_continue.errors import Forbidden, NotFound
+from a2a_continue.errors import Forbidden, Invalid, NotFound
 from a2a_continue.http.handlers import caller_of, gateway_of, json_response, read_body
 from a2a_continue.http.routes import ApiRoute, Handler, Operation
+from a2a_continue.limits import MAX_ID_CHARS
 
 _DB = 503
 
@@ -32,7 +33,11 @@ def _limiter(request: Request) -> Limiter:
 def _subject(request: Request, kind: Kind) -> tuple[Kind, str]:
     if not caller_of(request).is_admin:
         raise Forbidden("only an admin may read or change limits")
-    return kind, str(request.path_params["name"])
+    name = str(request.path_params["name"])
+    if len(name) > MAX_ID_CHARS:
+        msg = f"must be at most {MAX_ID_CHARS} characters"
+        raise Invalid([{"loc": "$.path.name", "msg": msg}])
+    return kind, name
 
 
 def _put(kind: Kind) -> Handler:

@@ -208,3 +208,14 @@ async def test_health_metrics_cards_jwks_and_the_console_are_not_counted(
         assert_problem(await client.call("GET", "/v1/a2a/agents"), 429)
         r = await client.call("GET", "/metrics")
         assert 'a2ac_rate_limited_total{kind="rate-limited"}' in r.raw.decode()
+
+
+async def test_a_name_longer_than_the_store_keeps_is_refused_with_422_and_nothing_stored(
+    client: Client, db: asyncpg.Connection
+) -> None:
+    admin = client.as_(ADMIN)
+    path = "/v1/a2a/limits/caller/" + "x" * 501
+    r = await admin.call("PUT", path, {"rps": 5})
+    assert_problem(r, 422)
+    assert r.json()["errors"][0]["loc"] == "$.path.name"
+    assert await db.fetchval("SELECT count(*) FROM a2a_limit_overrides") == 0
