@@ -21,6 +21,7 @@ from a2a_continue.runtime.running import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
+NO_LIMITS = Limits()
 # A bucket or slot count unused this long is forgotten (its unspent tokens with it).
 IDLE_S = 60.0
 
@@ -66,7 +67,7 @@ class Limiter:
 
     def limited(self, kind: Kind) -> bool:
         """Whether any subject of this kind can have a limit (else none is looked up)."""
-        if self.defaults[kind] != Limits():
+        if self.defaults[kind] != NO_LIMITS:
             return True
         return any(subject[0] == kind for subject in self.overrides)
 
