@@ -1,10 +1,12 @@
-"""The push dispatcher: every process sends the outbox's due deliveries (SPEC §12).
+"""The push dispatcher: every process sends the deliveries the event log owes (SPEC §12, §22).
 
 Woken by the outbox's notification through the process's LISTEN hub (sent only once a
 dispatcher has said it has nothing to do), and by one fallback poll per process. Each round
-leases up to the free room of due rows (``FOR UPDATE SKIP LOCKED``), sends each at most once
-at a time across replicas, and settles it: delivered, retried with back-off and jitter, dead
-after the last attempt, or — on 410 — its config disabled. A slow receiver holds one of
+settles what the receivers took since the last one (one statement), then leases up to the free
+room of due deliveries (``FOR UPDATE SKIP LOCKED``: pending rows, then the next delivery of
+each config whose task's log grew, core/push/outbox.py), sends each at most once at a time
+across replicas, and settles it: delivered, retried with back-off and jitter, dead after the
+last attempt, or — on 410 — its config disabled. A slow receiver holds one of
 ``A2AC_PUSH_CONCURRENCY`` slots and nothing else.
 """
 
@@ -22,7 +24,7 @@ from typing import Any
 import aiohttp
 
 from a2a_continue.a2a.netguard import check_call_url, guarded_connector, refused_reason
-from a2a_continue.core.push import deliveries as outbox
+from a2a_continue.core.push import outbox
 from a2a_continue.core.push.configs import PUSH_NETWORKS, sealed_context
 from a2a_continue.core.push.keys import load_signer
 from a2a_continue.obs import metrics
@@ -81,7 +83,7 @@ class Dispatcher:
         self._woken = asyncio.Event()
         self._sending: set[asyncio.Task[None]] = set()
         # Deliveries the receivers took, settled together at the start of the next round.
-        self._taken: list[tuple[uuid.UUID, int]] = []
+        self._taken: list[tuple[Record, int]] = []
         self._gauge_at = 0.0
         self._runner: asyncio.Task[None] | None = None
         self._gw: Gateway | None = None
@@ -168,11 +170,11 @@ class Dispatcher:
             await self._settle_taken(conn)
             rows = []
             if room > 0:
-                rows = await outbox.take_due(conn, self.lease, self.settings.push_lease_s, room)
+                rows = await outbox.take(conn, self.lease, self.settings.push_lease_s, room)
             if not (rows or self._sending) and await outbox.sleeping(conn):
-                # Nothing to do: the next enqueue notifies. One that ran before saw nobody
+                # Nothing to do: the next pushed event notifies. One recorded before saw nobody
                 # waiting and did not: look once more.
-                rows = await outbox.take_due(conn, self.lease, self.settings.push_lease_s, room)
+                rows = await outbox.take(conn, self.lease, self.settings.push_lease_s, room)
             now = time.monotonic()
             if now >= self._gauge_at:
                 self._gauge_at = now + GAUGE_S
@@ -268,18 +270,18 @@ class Dispatcher:
         assert self._gw is not None
         if status is not None and 200 <= status < 300:
             # Recorded with the others at the next round (which this delivery's end wakes).
-            self._taken.append((row["id"], status))
+            self._taken.append((row, status))
             metrics.push_delivery("delivered", seconds)
             return
         async with self._gw.connection() as conn:
             if status == 410:
-                await outbox.gone(conn, row["id"], self.lease, error)
+                await outbox.gone(conn, row, self.lease, error)
                 metrics.push_delivery("disabled", seconds)
                 log.info("push config %s disabled: its receiver answered 410", row["config"])
             else:
                 state = await outbox.failed(
                     conn,
-                    row["id"],
+                    row,
                     self.lease,
                     status=status,
                     error=error,

@@ -82,28 +82,32 @@ SELECT_ROW_ID = "SELECT row_id FROM a2a_push_configs WHERE task = $1 AND id = $2
 
 COUNT_OTHERS = "SELECT count(*) FROM a2a_push_configs WHERE task = $1 AND id <> $2"
 
-# Create, or replace the config of the same id (re-enabling one a 410 disabled).
+# The task's row, locked while its config is made: no event falls between the config's
+# position (after the task's last event) and the config.
+LOCK_TASK = "SELECT last_seq FROM a2a_tasks WHERE id = $1 FOR NO KEY UPDATE"
+
+# Create, or replace the config of the same id (re-enabling one a 410 disabled); either way its
+# deliveries start after the task's last event ($9), and a delivery in flight under the
+# replaced one is not settled.
 UPSERT_CONFIG = f"""
 INSERT INTO a2a_push_configs AS c (row_id, task, id, url, version, token_sealed, auth_scheme,
-    credentials_sealed)
-VALUES ($8, $1, $2, $3, $4, $5, $6, $7)
+    credentials_sealed, pos_seq)
+VALUES ($8, $1, $2, $3, $4, $5, $6, $7, $9)
 ON CONFLICT (task, id) DO UPDATE SET url = EXCLUDED.url, version = EXCLUDED.version,
     token_sealed = EXCLUDED.token_sealed, auth_scheme = EXCLUDED.auth_scheme,
-    credentials_sealed = EXCLUDED.credentials_sealed, enabled = true, started = false
+    credentials_sealed = EXCLUDED.credentials_sealed, enabled = true, started = false,
+    pos_seq = EXCLUDED.pos_seq, pos_part = -1, opening = NULL, opening_seq = NULL,
+    lease_token = NULL, lease_expires_at = NULL, attempts = 0, parked = false
 RETURNING {CONFIG_COLUMNS}
 """
 
 # A config given on a start: its first delivery is the task as it stands (the start's
-# first state), enqueued with the config so that no event falls between them.
-ENQUEUE_TASK = """
-WITH started AS (
-    UPDATE a2a_push_configs SET started = true WHERE row_id = $1
-)
-INSERT INTO a2a_push_deliveries (config, task, seq, part, kind, snapshot)
-SELECT $1, t.id, t.last_seq, 0, 'task', jsonb_build_object('state', t.state,
-    'statusMessage', t.status_message, 'artifacts', t.artifacts)
-FROM a2a_tasks t WHERE t.id = $2
-ON CONFLICT (task, config, seq, part) DO NOTHING
+# first state), kept with the config so that no event falls between them.
+OPEN_WITH_TASK = """
+UPDATE a2a_push_configs c SET started = true, opening_seq = t.last_seq, pos_seq = t.last_seq,
+    opening = jsonb_build_object('state', t.state, 'statusMessage', t.status_message,
+        'artifacts', t.artifacts)
+FROM a2a_tasks t WHERE c.row_id = $1 AND t.id = $2
 """
 
 SELECT_CONFIG = f"""WITH {_TASK}
@@ -189,6 +193,7 @@ async def create_config(
     async with conn.transaction():
         task = await task_row_id(conn, caller, agent_id, task_id)
         await conn.execute(LOCK_CONFIGS, task)
+        last_seq = await conn.fetchval(LOCK_TASK, task)
         if await conn.fetchval(COUNT_OTHERS, task, config_id) >= MAX_CONFIGS:
             raise Invalid([{"loc": "$", "msg": f"a task has at most {MAX_CONFIGS} push configs"}])
         # A replaced config keeps its row (and its deliveries); its secrets are sealed to it.
@@ -203,10 +208,11 @@ async def create_config(
             body.authentication.scheme if body.authentication else None,
             _seal(sealer, body.authentication.credentials if body.authentication else None, row_id),
             row_id,
+            last_seq + 1,
         )
         assert row is not None
         if deliver_task:
-            await conn.execute(ENQUEUE_TASK, row["row_id"], task)
+            await conn.execute(OPEN_WITH_TASK, row["row_id"], task)
     return config_out(row)
 
 

@@ -27,7 +27,7 @@ from a2a_continue.runtime.db import Conn, Record
 _EXPIRED_EVENT = """id, last_seq, 'task_continue_failed', state, state, {actor}, jsonb_build_object(
     'reason', 'claim-expired',
     'detail', 'the follow-up holding this task ended without recording an outcome',
-    'claimExpiredAt', expired_at)"""
+    'claimExpiredAt', expired_at), NULL"""
 
 # Find the visible task and, in the same statement, claim it for one follow-up: the claim
 # is taken only when the task is not terminal, its context matches, no live watch lease holds

@@ -44,11 +44,34 @@ def _checked(event: str, *states: str | None) -> None:
 
 def append_events(values: str, rows: str) -> str:
     """SQL appending an event per row of ``rows`` (``values``: task, seq, type, previous and
-    new state, actor, data); the seq is the `last_seq` the statement's own update of the task
-    row returned (1 for a row it inserts), so that concurrent writers never share one."""
+    new state, actor, data, and what its push deliveries are built from: `pushed_when`, or
+    NULL); the seq is the `last_seq` the statement's own update of the task row returned (1
+    for a row it inserts), so that concurrent writers never share one."""
     return (
-        "INSERT INTO a2a_task_events (task, seq, type, previous_state, new_state, actor, data)"
+        "INSERT INTO a2a_task_events"
+        " (task, seq, type, previous_state, new_state, actor, data, pushed)"
         f"\n    SELECT {values} FROM {rows}"
+    )
+
+
+# The kinds of event a push config is owed (SPEC §12): a new task, a follow-up's answer (not
+# a JSON-RPC error), an update, a cancel.
+PUSHED_TYPES = ("task_created", "task_continued", "task_updated", "task_canceled")
+
+# What an update of a task row returns for its events' push deliveries (sql/0017): the task as
+# the statement leaves it, when it has an enabled push config; else NULL.
+PUSH_SNAPSHOT = """CASE WHEN t.push_enabled THEN jsonb_build_object('state', t.state,
+        'statusMessage', t.status_message, 'artifacts', t.artifacts) END AS pushed"""
+
+
+def pushed_when(kind: str, data: str) -> str:
+    """The event's `pushed` value: the row's ``pushed`` (``PUSH_SNAPSHOT``) for an event of
+    kind ``kind`` with ``data`` that push configs are owed, else NULL. The event log is the
+    outbox: the dispatchers send what carries it (core/push/outbox.py)."""
+    kinds = ", ".join(f"'{k}'" for k in PUSHED_TYPES)
+    return (
+        f"CASE WHEN {kind} IN ({kinds}) AND NOT ({kind} = 'task_continued' AND {data} ? 'error')"
+        " THEN pushed END"
     )
 
 
@@ -64,9 +87,11 @@ class Stored:
 
 APPEND_EVENT = f"""
 WITH next AS (
-    UPDATE a2a_tasks SET last_seq = last_seq + 1 WHERE id = $1 RETURNING id, last_seq
+    UPDATE a2a_tasks t SET last_seq = t.last_seq + 1 WHERE t.id = $1
+    RETURNING t.id, t.last_seq, {PUSH_SNAPSHOT}
 ), appended AS (
-    {append_events("id, last_seq, $2, $3, $4, $5, $6", "next")} RETURNING task, seq
+    {append_events(f"id, last_seq, $2, $3, $4, $5, $6, {pushed_when('$2::text', '$6::jsonb')}", "next")}
+    RETURNING task, seq
 )
 SELECT seq, {notify_sql("appended.task")} AS notified FROM appended
 """
@@ -121,7 +146,7 @@ WITH up AS (
     WHERE t.owner = EXCLUDED.owner
     RETURNING t.id, t.state, (xmax = 0) AS inserted, {_CLAIMABLE} AS claimable, {STATUS_AT}
 ), created AS (
-    {append_events("id, 1, 'task_created', NULL, state, $7, $9", "up WHERE inserted")}
+    {append_events("id, 1, 'task_created', NULL, state, $7, $9, NULL", "up WHERE inserted")}
 ), claimed AS (
     INSERT INTO a2a_claims (task, token, expires_at)
     SELECT id, $10::uuid, now() + make_interval(secs => $11) FROM up
@@ -175,7 +200,7 @@ prev AS (
     DELETE FROM a2a_claims c USING prev WHERE c.task = prev.id AND c.token = $5
 ), upd AS (
     UPDATE a2a_tasks t SET {_OUTCOME_SET}
-    FROM prev WHERE t.id = prev.id RETURNING {{columns}}, prev.state AS previous
+    FROM prev WHERE t.id = prev.id RETURNING {{columns}}, {PUSH_SNAPSHOT}, prev.state AS previous
 )"""
 
 _OUTCOME_UPDATE_RETURNING_OLD = f"""
@@ -183,12 +208,12 @@ released AS (
     DELETE FROM a2a_claims c WHERE c.task = $1 AND c.token = $5
 ), upd AS (
     UPDATE a2a_tasks t SET {_OUTCOME_SET}
-    WHERE t.id = $1 RETURNING {{columns}}, old.state AS previous
+    WHERE t.id = $1 RETURNING {{columns}}, {PUSH_SNAPSHOT}, old.state AS previous
 )"""
 
 _RECORD_OUTCOME = f"""
 WITH {{update}}, event AS (
-    {append_events("row_id, last_seq, $7, previous, state, $8, $9", "upd")}
+    {append_events(f"row_id, last_seq, $7, previous, state, $8, $9, {pushed_when('$7::text', '$9::jsonb')}", "upd")}
 )
 SELECT {{select}}, {notify_sql("upd.row_id")} AS notified FROM upd
 """
@@ -277,9 +302,9 @@ WITH upd AS (
     UPDATE a2a_tasks t SET status_at = {status_time("$2", "$3::jsonb")},
         state = $2, status_message = $3, artifacts = $4,
         {_COMPLETED_AT}, updated_at = now(), last_seq = t.last_seq + 1
-    WHERE t.id = $1 RETURNING {TASK_COLUMNS}
+    WHERE t.id = $1 RETURNING {TASK_COLUMNS}, {PUSH_SNAPSHOT}
 ), event AS (
-    {append_events("row_id, last_seq, $5, $6, state, $7, $8", "upd")}
+    {append_events(f"row_id, last_seq, $5, $6, state, $7, $8, {pushed_when('$5::text', '$8::jsonb')}", "upd")}
 )
 SELECT upd.*, {notify_sql("upd.row_id")} AS notified FROM upd
 """

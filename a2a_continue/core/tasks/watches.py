@@ -75,7 +75,7 @@ WITH gone AS (
         watch_past = NULL, watch_failed_at = now(), last_seq = last_seq + 1
     WHERE id = $1 AND watch_token = $2 RETURNING id, last_seq, state
 ), failed AS (
-    {append_events("id, last_seq, 'task_watch_failed', state, state, $3, $4", "gone")}
+    {append_events("id, last_seq, 'task_watch_failed', state, state, $3, $4, NULL", "gone")}
     RETURNING task, seq
 )
 SELECT seq, {notify_sql("failed.task")} AS notified FROM failed
