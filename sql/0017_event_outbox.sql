@@ -61,17 +61,31 @@ $$;
 -- What fires for a task with an enabled config whose log grew (the WHEN clause of sql/0011):
 -- no delivery rows any more.
 CREATE OR REPLACE FUNCTION a2a_push_enqueue() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    owed boolean;
+    unfilled boolean;
 BEGIN
-    -- The previous release's writers (a rolling upgrade) append events without `pushed`: add
-    -- it, as this release's writers do. For this release's events this finds no row.
-    UPDATE a2a_task_events e SET pushed = jsonb_build_object('state', NEW.state,
-        'statusMessage', NEW.status_message, 'artifacts', NEW.artifacts)
+    -- Whether this update's events owe the configs anything, and whether any of them lacks its
+    -- snapshot: the previous release's writers (a rolling upgrade) append events without
+    -- `pushed`, which is added here as this release's writers add it.
+    SELECT count(*) > 0, bool_or(e.pushed IS NULL) INTO owed, unfilled
+    FROM a2a_task_events e
     WHERE e.task = NEW.id AND e.seq > OLD.last_seq AND e.seq <= NEW.last_seq
-      AND e.pushed IS NULL
       AND e.type IN ('task_created', 'task_continued', 'task_updated', 'task_canceled')
       AND NOT (e.type = 'task_continued' AND e.data ? 'error');
-    -- An event after the end (a follow-up's answer recorded after a cancel): its parked
-    -- configs are looked at again.
+    IF NOT owed THEN
+        RETURN NULL;
+    END IF;
+    IF unfilled THEN
+        UPDATE a2a_task_events e SET pushed = jsonb_build_object('state', NEW.state,
+            'statusMessage', NEW.status_message, 'artifacts', NEW.artifacts)
+        WHERE e.task = NEW.id AND e.seq > OLD.last_seq AND e.seq <= NEW.last_seq
+          AND e.pushed IS NULL
+          AND e.type IN ('task_created', 'task_continued', 'task_updated', 'task_canceled')
+          AND NOT (e.type = 'task_continued' AND e.data ? 'error');
+    END IF;
+    -- An event after the end (a follow-up's answer recorded after a cancel): the task's
+    -- parked configs are looked at again.
     IF NEW.state IN ('completed', 'canceled', 'failed', 'rejected') THEN
         UPDATE a2a_push_configs SET parked = false WHERE task = NEW.id AND parked;
     END IF;

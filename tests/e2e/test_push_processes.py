@@ -15,6 +15,7 @@ import aiohttp
 import asyncpg
 from aiohttp import web
 
+from a2a_continue.core.push.outbox import DELIVERY_ID_SQL, parts_sql
 from tests.support.client import Client, register
 from tests.support.fakes import FakeAgent, rpc_result, task_v10
 from tests.support.processes import GatewayProcess
@@ -23,6 +24,20 @@ from tests.support.servers import serve_aiohttp
 from tests.support.waiting import eventually
 
 JSON = dict[str, Any]
+
+# The deliveries leased and not yet answered, by lease: each leased config's next delivery
+# from its log, and leased pending rows ($1: lease seconds left at least; $2: ids received).
+HELD = f"""SELECT * FROM (
+    SELECT {DELIVERY_ID_SQL.format(config="c.row_id", seq="n.seq", part="n.part")} AS id,
+        c.lease_token
+    FROM a2a_push_configs c CROSS JOIN LATERAL (
+        SELECT * FROM ({parts_sql("c")}) p ORDER BY seq, part LIMIT 1) n
+    WHERE c.lease_token IS NOT NULL AND c.lease_expires_at > now() + make_interval(secs => $1)
+    UNION ALL
+    SELECT id, lease_token FROM a2a_push_deliveries
+    WHERE state = 'pending' AND lease_token IS NOT NULL
+      AND lease_expires_at > now() + make_interval(secs => $1)
+) held WHERE id <> ALL ($2::uuid[])"""
 TASKS = 50
 FOLLOW_UPS = 10  # per task: 500 events, 500 deliveries (0.3 configs: one per event)
 KILL_AFTER = 100  # deliveries received before the receiver holds its answers
@@ -92,14 +107,7 @@ async def test_two_processes_deliver_every_event_once_by_id_with_one_killed(
             the gate or not yet sent), by lease token, when two tokens hold some with
             ``left_s`` seconds of lease still to run (a row the receiver took may be settled
             by its sender at any moment, killed or not)."""
-            rows = await db.fetch(
-                "SELECT id, lease_token FROM a2a_push_deliveries"
-                " WHERE state = 'pending' AND lease_token IS NOT NULL"
-                " AND lease_expires_at > now() + make_interval(secs => $1)"
-                " AND id <> ALL ($2::uuid[])",
-                left_s,
-                received,
-            )
+            rows = await db.fetch(HELD, left_s, received)
             by: dict[Any, list[Any]] = {}
             for row in rows:
                 by.setdefault(row["lease_token"], []).append(row["id"])

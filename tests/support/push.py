@@ -48,3 +48,14 @@ async def deliveries(client: Client, agent_id: str, task_id: str, config_id: str
     assert r.status == 200, r.raw
     found: list[JSON] = r.json()["deliveries"]
     return found
+
+
+async def owed(db: Any) -> list[tuple[int, int, str]]:
+    """What every enabled config's log still owes it, in order: (seq, part, kind)."""
+    from a2a_continue.core.push.outbox import parts_sql
+
+    rows = await db.fetch(
+        f"SELECT n.seq, n.part, n.kind FROM a2a_push_configs c CROSS JOIN LATERAL"
+        f" ({parts_sql('c')}) n WHERE c.enabled ORDER BY n.seq, n.part"
+    )
+    return [(r["seq"], r["part"], r["kind"]) for r in rows]

@@ -13,11 +13,17 @@ import msgspec
 
 from a2a_continue.core.access.callers import TASK_VISIBLE, Caller
 from a2a_continue.core.push.configs import task_row_id
-from a2a_continue.core.push.outbox import DELIVERY_ID_SQL, PUSH_CHANNEL, SNAPSHOT_OF_EVENT, parts_sql
+from a2a_continue.core.push.outbox import (
+    DELIVERY_ID_SQL,
+    PUSH_CHANNEL,
+    SNAPSHOT_OF_EVENT,
+    parts_sql,
+)
 from a2a_continue.core.shapes.pagination import cursor_bytes, issued, limit_param, not_issued
 from a2a_continue.core.shapes.wire import Out
 from a2a_continue.errors import AppError, NotFound
 from a2a_continue.runtime.db import Conn, Record
+
 
 class DeliveryOut(Out):
     """One delivery: its id is the ``A2A-Delivery-Id`` it is sent with."""

@@ -43,26 +43,41 @@ def delivery_id(config: uuid.UUID, seq: int, part: int) -> uuid.UUID:
     return uuid.UUID(hashlib.md5(f"{config}/{seq}/{part}".encode()).hexdigest())
 
 
-def parts_sql(c: str) -> str:
-    """The deliveries config ``c`` (a row of `a2a_push_configs`) still owes, from its position:
-    ``seq``, ``part``, ``kind``, ``snapshot`` (what the body is built from) and ``at`` (the
-    event's time). First the task as it stood when a config given on a start was made; then,
-    per event that carries `pushed`, for 0.3 the whole task, for 1.0 the task first and after
-    it a status update (a state or status change) and one artifact update per changed artifact
-    (part = the artifact's place, from 1). Unordered: add ``ORDER BY seq, part``."""
+def _events(c: str) -> str:
+    """The condition on events ``e`` that may owe config ``c`` a delivery: its task's, from its
+    position on, that carry a snapshot (after an opening's seq)."""
+    return f"""e.task = {c}.task AND e.seq >= {c}.pos_seq AND e.pushed IS NOT NULL
+      AND ({c}.opening_seq IS NULL OR e.seq > {c}.opening_seq)"""
+
+
+def window_sql(c: str, size: int) -> str:
+    """The first ``size`` events that may owe config ``c`` a delivery, as ``e``."""
+    return f"""(SELECT * FROM a2a_task_events e WHERE {_events(c)}
+        ORDER BY e.seq LIMIT {size}) e"""
+
+
+def parts_sql(c: str, window: int | None = None) -> str:
+    """The deliveries config ``c`` (a row of `a2a_push_configs`) still owes, from its position
+    (within its next ``window`` events, when given): ``seq``, ``part``, ``kind``, ``snapshot``
+    (what the body is built from) and ``at`` (the event's time). First the task as it stood
+    when a config given on a start was made; then, per event that carries `pushed`, for 0.3
+    the whole task, for 1.0 the task first and after it a status update (a state or status
+    change) and one artifact update per changed artifact (part = the artifact's place, from
+    1). Unordered: add ``ORDER BY seq, part``."""
     first = f"""(SELECT CASE WHEN NOT {c}.started THEN (
         SELECT min(f.seq) FROM a2a_task_events f
         WHERE f.task = {c}.task AND f.seq >= {c}.pos_seq AND f.pushed IS NOT NULL) END AS seq)"""
     not_first = "e.seq IS DISTINCT FROM fs.seq"
     artifacts = """CASE WHEN jsonb_typeof(e.pushed -> 'artifacts') = 'array'
                    THEN e.pushed -> 'artifacts' ELSE '[]' END"""
+    events, where = (window_sql(c, window), "true") if window else ("a2a_task_events e", _events(c))
     return f"""
     SELECT {c}.opening_seq AS seq, 0 AS part, 'task'::text AS kind, {c}.opening AS snapshot,
         {c}.created_at AS at
     WHERE {c}.opening IS NOT NULL AND {c}.pos_seq <= {c}.opening_seq
     UNION ALL
     SELECT e.seq, p.part, p.kind, p.snapshot, e.created_at
-    FROM {first} fs, a2a_task_events e CROSS JOIN LATERAL (
+    FROM {first} fs, {events} CROSS JOIN LATERAL (
         SELECT 0 AS part, 'task'::text AS kind, e.pushed AS snapshot
         WHERE {c}.version = '0.3' OR e.seq = fs.seq
         UNION ALL
@@ -80,9 +95,7 @@ def parts_sql(c: str) -> str:
                    THEN COALESCE(e.data -> 'artifactIds', '[]') ? (a.artifact ->> 'artifactId')
                    ELSE e.type = 'task_continued' END
     ) p
-    WHERE e.task = {c}.task AND e.seq >= {c}.pos_seq AND e.pushed IS NOT NULL
-      AND ({c}.opening_seq IS NULL OR e.seq > {c}.opening_seq)
-      AND (e.seq, p.part) > ({c}.pos_seq, {c}.pos_part)"""
+    WHERE {where} AND (e.seq, p.part) > ({c}.pos_seq, {c}.pos_part)"""
 
 
 # What a delivery of kind `kind`, part `part`, is built from, given its event `e` (a redelivery
@@ -137,10 +150,14 @@ RETURNING 'row' AS source, d.id, d.config, d.seq, d.part, d.kind, d.snapshot, d.
     d.created_at, false AS more, {_SENT_COLUMNS}
 """
 
+# How many events a take reads past a config's position (one owing nothing is rare: an
+# event whose parts were all sent before a crash, an update naming no stored artifact).
+WINDOW = 4
+
 # Configs whose log grew past their position: lease up to $3 of them ($1 for $2 s) and read
-# the next delivery of each from the log. A config with a pending row waits for it (order). A
-# config with nothing left to send (the events past it owe it nothing) moves past its task's
-# last event, and parks when its task has ended.
+# the next delivery of each from the next WINDOW events of its log. A config with a pending row
+# waits for it (order). A config those events owe nothing moves past them (past its task's
+# last event when they were all there is, and parks when its task has ended).
 TAKE_LOG = f"""
 WITH cand AS (
     SELECT c.row_id FROM a2a_push_configs c JOIN a2a_tasks t ON t.id = c.task
@@ -151,14 +168,19 @@ WITH cand AS (
     LIMIT $3
     FOR UPDATE OF c SKIP LOCKED
 ), next AS (
-    SELECT c.row_id AS config, c.task, n.seq, n.part, n.kind, n.snapshot, n.at, n.more
+    SELECT c.row_id AS config, c.task, n.seq, n.part, n.kind, n.snapshot, n.at, n.more, w.last
     FROM cand JOIN a2a_push_configs c ON c.row_id = cand.row_id
     LEFT JOIN LATERAL (
         -- The next delivery, and whether another part of its event follows it.
         SELECT q.*, COALESCE(lead(q.seq) OVER (ORDER BY q.seq, q.part) = q.seq, false) AS more
-        FROM ({parts_sql("c")} ORDER BY seq, part LIMIT 2) q
+        FROM ({parts_sql("c", WINDOW)} ORDER BY seq, part LIMIT 2) q
         ORDER BY q.seq, q.part LIMIT 1
     ) n ON true
+    -- The last of the window's events when it is full (NULL: the window is all there is).
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN count(*) = {WINDOW} THEN max(e.seq) END AS last
+        FROM {window_sql("c", WINDOW)}
+    ) w
 ), leased AS (
     UPDATE a2a_push_configs c SET lease_token = $1, attempts = c.attempts + 1,
         lease_expires_at = now() + make_interval(secs => $2)
@@ -167,8 +189,8 @@ WITH cand AS (
     RETURNING c.row_id, c.attempts, c.url, c.version, c.token_sealed, c.auth_scheme,
         c.credentials_sealed
 ), caught_up AS (
-    UPDATE a2a_push_configs c SET pos_seq = t.last_seq + 1, pos_part = -1,
-        parked = t.state IN {_TERMINAL}
+    UPDATE a2a_push_configs c SET pos_seq = COALESCE(next.last, t.last_seq) + 1, pos_part = -1,
+        parked = next.last IS NULL AND t.state IN {_TERMINAL}
     FROM next, a2a_tasks t
     WHERE c.row_id = next.config AND next.seq IS NULL AND t.id = next.task
 )

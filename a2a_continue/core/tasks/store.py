@@ -85,12 +85,17 @@ class Stored:
 
 # ---- events and new tasks -----------------------------------------------------------------
 
+# The `pushed` value of each statement's event below, from its kind and data parameters.
+_PUSHED_ARG = pushed_when("$2::text", "$6::jsonb")
+_PUSHED_OUTCOME = pushed_when("$7::text", "$9::jsonb")
+_PUSHED_UPDATE = pushed_when("$5::text", "$8::jsonb")
+
 APPEND_EVENT = f"""
 WITH next AS (
     UPDATE a2a_tasks t SET last_seq = t.last_seq + 1 WHERE t.id = $1
     RETURNING t.id, t.last_seq, {PUSH_SNAPSHOT}
 ), appended AS (
-    {append_events(f"id, last_seq, $2, $3, $4, $5, $6, {pushed_when('$2::text', '$6::jsonb')}", "next")}
+    {append_events(f"id, last_seq, $2, $3, $4, $5, $6, {_PUSHED_ARG}", "next")}
     RETURNING task, seq
 )
 SELECT seq, {notify_sql("appended.task")} AS notified FROM appended
@@ -213,7 +218,7 @@ released AS (
 
 _RECORD_OUTCOME = f"""
 WITH {{update}}, event AS (
-    {append_events(f"row_id, last_seq, $7, previous, state, $8, $9, {pushed_when('$7::text', '$9::jsonb')}", "upd")}
+    {append_events(f"row_id, last_seq, $7, previous, state, $8, $9, {_PUSHED_OUTCOME}", "upd")}
 )
 SELECT {{select}}, {notify_sql("upd.row_id")} AS notified FROM upd
 """
@@ -304,7 +309,7 @@ WITH upd AS (
         {_COMPLETED_AT}, updated_at = now(), last_seq = t.last_seq + 1
     WHERE t.id = $1 RETURNING {TASK_COLUMNS}, {PUSH_SNAPSHOT}
 ), event AS (
-    {append_events(f"row_id, last_seq, $5, $6, state, $7, $8, {pushed_when('$5::text', '$8::jsonb')}", "upd")}
+    {append_events(f"row_id, last_seq, $5, $6, state, $7, $8, {_PUSHED_UPDATE}", "upd")}
 )
 SELECT upd.*, {notify_sql("upd.row_id")} AS notified FROM upd
 """

@@ -18,6 +18,7 @@ from a2a_continue.core.push.configs import (
 )
 from a2a_continue.errors import Invalid, NotFound
 from a2a_continue.runtime.secrets import Sealer, decode_key, new_key
+from tests.support.push import owed
 
 ALICE = Caller(sub="alice", permissions=frozenset({"*"}))
 BOB = Caller(sub="bob", permissions=frozenset({"*"}))
@@ -49,9 +50,9 @@ async def test_a_start_s_config_gets_the_task_as_it_stands_first(
     agent, _ = await a_task(db)
     body = PushConfigCreate(url="http://127.0.0.1:9/h")
     await create_config(db, ALICE, agent, "T1", body, sealer, deliver_task=True)
-    row = await db.fetchrow("SELECT seq, kind, snapshot FROM a2a_push_deliveries")
-    assert (row["seq"], row["kind"]) == (4, "task")
-    assert row["snapshot"]["state"] == "input-required"
+    assert await owed(db) == [(4, 0, "task")]
+    opening = await db.fetchval("SELECT opening FROM a2a_push_configs")
+    assert opening["state"] == "input-required"
 
 
 async def test_a_config_created_again_under_its_id_replaces_it(
