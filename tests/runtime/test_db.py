@@ -8,10 +8,12 @@ from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 import asyncpg
+import msgspec
 import pytest
 
 from a2a_continue.a2a.protocol import CANONICAL_STATES
 from a2a_continue.core import schema
+from a2a_continue.core.push import outbox
 from a2a_continue.core.schema import migrate_url, migration_files
 from a2a_continue.core.tasks.store import append_event, record_outcome
 from a2a_continue.runtime.db import HeldConnections, NotDirect, check_direct, create_pool
@@ -145,6 +147,53 @@ async def test_the_claims_migration_keeps_the_rows_and_the_live_claims_of_a_runn
         row = await conn.fetchrow("SELECT state, claim_token FROM a2a_tasks")
         assert (row["state"], row["claim_token"] is not None) == ("input-required", True)
         assert await conn.fetchval("SELECT count(*) FROM a2a_task_events") == 1
+    finally:
+        await conn.close()
+
+
+async def test_the_outbox_migration_sends_the_previous_outbox_s_rows_first_under_their_ids(
+    fresh_url: str,
+) -> None:
+    conn = await asyncpg.connect(fresh_url)
+    try:
+        await conn.execute("CREATE TABLE schema_migrations (version text PRIMARY KEY,"
+                           " applied_at timestamptz NOT NULL DEFAULT now())")  # fmt: skip
+        for path in migration_files():
+            if path.stem >= "0017":
+                break
+            await conn.execute(path.read_text())
+            await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", path.stem)
+        agent = await insert_agent(conn)
+        task = await conn.fetchval(
+            "INSERT INTO a2a_tasks (agent_id, task_id, state, owner, last_seq)"
+            " VALUES ($1, 'T1', 'working', 'alice@example.com', 1) RETURNING id",
+            agent,
+        )
+        config = await conn.fetchval(
+            "INSERT INTO a2a_push_configs (task, id, url, version)"
+            " VALUES ($1, 'c', 'http://127.0.0.1:9/h', '0.3') RETURNING row_id",
+            task,
+        )
+        await conn.execute(  # an event, as the previous release appends one
+            "WITH up AS (UPDATE a2a_tasks SET last_seq = last_seq + 1 RETURNING id, last_seq)"
+            " INSERT INTO a2a_task_events (task, seq, type, previous_state, new_state, actor)"
+            " SELECT id, last_seq, 'task_updated', 'working', 'working', 'alice' FROM up"
+        )
+        # The previous outbox enqueued that event's delivery as a row.
+        (old_id,) = [r["id"] for r in await conn.fetch("SELECT id FROM a2a_push_deliveries")]
+
+        applied = await migrate_url(fresh_url)
+
+        assert applied[0].startswith("0017")
+        for name in ("json", "jsonb"):  # as the service's pool reads and writes JSON
+            await conn.set_type_codec(name, encoder=lambda v: msgspec.json.encode(v).decode(),
+                                      decoder=msgspec.json.decode, schema="pg_catalog")  # fmt: skip
+        await append_event(conn, task, "task_updated", "working", "working", "alice", {})
+        sent = []
+        while taken := await outbox.take(conn, lease := uuid.uuid4(), 30, 10):
+            sent += [(r["source"], r["id"]) for r in taken]
+            await outbox.delivered(conn, [(r, 200) for r in taken], lease)
+        assert sent == [("row", old_id), ("log", outbox.delivery_id(config, 3, 0))]
     finally:
         await conn.close()
 

@@ -115,8 +115,7 @@ _SENT_COLUMNS = """c.url, c.version, c.token_sealed, c.auth_scheme, c.credential
 # SKIP LOCKED: two dispatchers never take the same row. The heads of the queues are found by
 # walking the queue index one config at a time, so a take reads one row per config with pending
 # rows, however many wait behind each.
-TAKE_ROWS = f"""
-WITH RECURSIVE head AS (
+_TAKE_ROWS = f"""head AS (
     (SELECT d.id, d.config, d.next_attempt_at, d.lease_expires_at
      FROM a2a_push_deliveries d
      WHERE d.state = 'pending' ORDER BY d.config, d.seq, d.part LIMIT 1)
@@ -141,31 +140,30 @@ WITH RECURSIVE head AS (
           AND (d.lease_expires_at IS NULL OR d.lease_expires_at < now())
         FOR UPDATE SKIP LOCKED
     ) x
-)
-UPDATE a2a_push_deliveries d SET lease_token = $1, attempts = d.attempts + 1,
-    lease_expires_at = now() + make_interval(secs => $2)
-FROM a2a_push_configs c, a2a_tasks t, {NO_FLUSH}
-WHERE d.id = ANY (ARRAY(SELECT due.id FROM due)) AND c.row_id = d.config AND t.id = d.task
-RETURNING 'row' AS source, d.id, d.config, d.seq, d.part, d.kind, d.snapshot, d.attempts,
-    d.created_at, false AS more, {_SENT_COLUMNS}
-"""
+), rows_taken AS (
+    UPDATE a2a_push_deliveries d SET lease_token = $1, attempts = d.attempts + 1,
+        lease_expires_at = now() + make_interval(secs => $2)
+    FROM a2a_push_configs c, a2a_tasks t, {NO_FLUSH}
+    WHERE d.id = ANY (ARRAY(SELECT due.id FROM due)) AND c.row_id = d.config AND t.id = d.task
+    RETURNING 'row' AS source, d.id, d.config, d.seq, d.part, d.kind, d.snapshot, d.attempts,
+        d.created_at, false AS more, {_SENT_COLUMNS}
+)"""
 
 # How many events a take reads past a config's position (one owing nothing is rare: an
 # event whose parts were all sent before a crash, an update naming no stored artifact).
 WINDOW = 4
 
-# Configs whose log grew past their position: lease up to $3 of them ($1 for $2 s) and read
+# Configs whose log grew past their position: lease up to {room} of them ($1 for $2 s) and read
 # the next delivery of each from the next WINDOW events of its log. A config with a pending row
 # waits for it (order). A config those events owe nothing moves past them (past its task's
 # last event when they were all there is, and parks when its task has ended).
-TAKE_LOG = f"""
-WITH cand AS (
+_TAKE_LOG = f"""cand AS (
     SELECT c.row_id FROM a2a_push_configs c JOIN a2a_tasks t ON t.id = c.task
     WHERE c.enabled AND NOT c.parked AND t.last_seq >= c.pos_seq
       AND (c.lease_expires_at IS NULL OR c.lease_expires_at < now())
       AND NOT EXISTS (
           SELECT 1 FROM a2a_push_deliveries d WHERE d.config = c.row_id AND d.state = 'pending')
-    LIMIT $3
+    LIMIT {{room}}
     FOR UPDATE OF c SKIP LOCKED
 ), next AS (
     SELECT c.row_id AS config, c.task, n.seq, n.part, n.kind, n.snapshot, n.at, n.more, w.last
@@ -193,13 +191,22 @@ WITH cand AS (
         parked = next.last IS NULL AND t.state IN {_TERMINAL}
     FROM next, a2a_tasks t
     WHERE c.row_id = next.config AND next.seq IS NULL AND t.id = next.task
-)
-SELECT 'log' AS source,
-    {DELIVERY_ID_SQL.format(config="next.config", seq="next.seq", part="next.part")} AS id,
-    next.config, next.seq, next.part, next.kind, next.snapshot, c.attempts,
-    next.at AS created_at, next.more, {_SENT_COLUMNS}
-FROM next JOIN leased c ON c.row_id = next.config JOIN a2a_tasks t ON t.id = next.task
-"""
+), log_taken AS (
+    SELECT 'log' AS source,
+        {DELIVERY_ID_SQL.format(config="next.config", seq="next.seq", part="next.part")} AS id,
+        next.config, next.seq, next.part, next.kind, next.snapshot, c.attempts,
+        next.at AS created_at, next.more, {_SENT_COLUMNS}
+    FROM next JOIN leased c ON c.row_id = next.config JOIN a2a_tasks t ON t.id = next.task
+)"""
+
+TAKE_ROWS = f"WITH RECURSIVE {_TAKE_ROWS}\nSELECT * FROM rows_taken"
+TAKE_LOG = f"WITH {_TAKE_LOG.format(room='$3')}\nSELECT * FROM log_taken"
+
+# One take: up to $3 deliveries leased to $1 for $2 s, the pending rows first (in the room they
+# leave), then the next delivery of configs whose log grew.
+TAKE = f"""WITH RECURSIVE {_TAKE_ROWS},
+{_TAKE_LOG.format(room="$3 - (SELECT count(*) FROM rows_taken)")}
+SELECT * FROM rows_taken UNION ALL SELECT * FROM log_taken"""
 
 # Where a settled delivery leaves its config: past its event once the whole task was sent (or
 # nothing of its event follows), else past its part.
@@ -312,9 +319,7 @@ COUNT_PENDING = """SELECT
 async def take(conn: Conn, lease: uuid.UUID, lease_s: float, limit: int) -> list[Record]:
     """Lease up to ``limit`` due deliveries to this dispatcher: pending rows first, then the
     next delivery of configs whose log grew."""
-    rows: list[Record] = list(await conn.fetch(TAKE_ROWS, lease, lease_s, limit))
-    if len(rows) < limit:
-        rows.extend(await conn.fetch(TAKE_LOG, lease, lease_s, limit - len(rows)))
+    rows: list[Record] = await conn.fetch(TAKE, lease, lease_s, limit)
     return rows
 
 
