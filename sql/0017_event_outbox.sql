@@ -4,7 +4,7 @@
 -- cost PostgreSQL 1.4 times one without. Now:
 -- - the event carries what its deliveries are built from (`pushed`: the task as the event's
 --   statement left it), written by the writers themselves, only for the events a push config
---   is owed (core/tasks/store.py);
+--   is owed (core/tasks/store.py); no trigger runs for it;
 -- - each config keeps its position in its task's log (`pos_seq`, `pos_part`: every delivery
 --   before it is settled), and the dispatchers lease configs, not rows, read the events past
 --   the position in seq order, and advance it;
@@ -27,7 +27,7 @@ ALTER TABLE a2a_push_configs
     ADD COLUMN lease_token uuid,
     ADD COLUMN lease_expires_at timestamptz,
     ADD COLUMN attempts integer NOT NULL DEFAULT 0,
-    -- Its task ended and everything was sent: the dispatchers stop looking at it.
+    -- Its task ended long ago and everything was sent: the dispatchers stop looking at it.
     ADD COLUMN parked boolean NOT NULL DEFAULT false;
 
 -- The previous outbox's rows stay: the pending ones are sent first, in their order, under the
@@ -58,42 +58,8 @@ BEGIN
 END
 $$;
 
--- What fires for a task with an enabled config whose log grew (the WHEN clause of sql/0011):
--- no delivery rows any more.
-CREATE OR REPLACE FUNCTION a2a_push_enqueue() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    owed boolean;
-    unfilled boolean;
-BEGIN
-    -- Whether this update's events owe the configs anything, and whether any of them lacks its
-    -- snapshot: the previous release's writers (a rolling upgrade) append events without
-    -- `pushed`, which is added here as this release's writers add it.
-    SELECT count(*) > 0, bool_or(e.pushed IS NULL) INTO owed, unfilled
-    FROM a2a_task_events e
-    WHERE e.task = NEW.id AND e.seq > OLD.last_seq AND e.seq <= NEW.last_seq
-      AND e.type IN ('task_created', 'task_continued', 'task_updated', 'task_canceled')
-      AND NOT (e.type = 'task_continued' AND e.data ? 'error');
-    IF NOT owed THEN
-        RETURN NULL;
-    END IF;
-    IF unfilled THEN
-        UPDATE a2a_task_events e SET pushed = jsonb_build_object('state', NEW.state,
-            'statusMessage', NEW.status_message, 'artifacts', NEW.artifacts)
-        WHERE e.task = NEW.id AND e.seq > OLD.last_seq AND e.seq <= NEW.last_seq
-          AND e.pushed IS NULL
-          AND e.type IN ('task_created', 'task_continued', 'task_updated', 'task_canceled')
-          AND NOT (e.type = 'task_continued' AND e.data ? 'error');
-    END IF;
-    -- An event after the end (a follow-up's answer recorded after a cancel): the task's
-    -- parked configs are looked at again.
-    IF NEW.state IN ('completed', 'canceled', 'failed', 'rejected') THEN
-        UPDATE a2a_push_configs SET parked = false WHERE task = NEW.id AND parked;
-    END IF;
-    -- Wake the dispatchers only when one waits (sql/0012_push_wake.sql).
-    UPDATE a2a_push_wake SET sleeping = false WHERE sleeping;
-    IF FOUND THEN
-        PERFORM pg_notify('a2ac_push', '');
-    END IF;
-    RETURN NULL;
-END
-$$;
+-- Nothing fires for an event any more: the writers wake the dispatchers themselves (reading
+-- `a2a_push_wake` only for a task with an enabled config), and the dispatchers read what the
+-- previous release's writers append (no `pushed`) with the task as it stands.
+DROP TRIGGER a2a_push_enqueue ON a2a_tasks;
+DROP FUNCTION a2a_push_enqueue();

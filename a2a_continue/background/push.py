@@ -45,6 +45,8 @@ TAIL_S = 0.1
 QUIET_ROUNDS = 6
 # How often the pending gauge is read (at most).
 GAUGE_S = 1.0
+# How often a process parks the configs of tasks that ended long ago (core/push/outbox.PARK).
+PARK_S = 300.0
 # How much of a receiver's answer is read (it is only drained, never stored).
 ANSWER_READ_BYTES = 64 * 1024
 
@@ -85,6 +87,9 @@ class Dispatcher:
         # Deliveries the receivers took, settled together at the start of the next round.
         self._taken: list[tuple[Record, int]] = []
         self._gauge_at = 0.0
+        self._park_at = 0.0
+        # This dispatcher said it waits (the events of pushed tasks notify until it says not).
+        self._asleep = True
         self._runner: asyncio.Task[None] | None = None
         self._gw: Gateway | None = None
         self._signer: Signer | None = None
@@ -167,18 +172,20 @@ class Dispatcher:
         room = self.settings.push_concurrency - len(self._sending)
         settled = bool(self._taken)
         async with self._gw.connection() as conn:
+            if self._asleep:
+                await outbox.awake(conn)
+                self._asleep = False
             await self._settle_taken(conn)
             rows = []
             if room > 0:
                 rows = await outbox.take(conn, self.lease, self.settings.push_lease_s, room)
-            if not (rows or self._sending) and await outbox.sleeping(conn):
-                # Nothing to do: the next pushed event notifies. One recorded before saw nobody
-                # waiting and did not: look once more.
-                rows = await outbox.take(conn, self.lease, self.settings.push_lease_s, room)
-            now = time.monotonic()
-            if now >= self._gauge_at:
-                self._gauge_at = now + GAUGE_S
-                metrics.push_pending(await outbox.count_pending(conn))
+            if not (rows or self._sending):
+                # Nothing to do: the next pushed event notifies. One recorded before this
+                # dispatcher said so did not: look once more.
+                self._asleep = True
+                if await outbox.sleeping(conn):
+                    rows = await outbox.take(conn, self.lease, self.settings.push_lease_s, room)
+            await self._upkeep(conn)
         for row in rows:
             task = asyncio.create_task(self._deliver(row))
             self._sending.add(task)
@@ -186,6 +193,16 @@ class Dispatcher:
         if rows and len(rows) == room:
             self.wake()  # more may be due
         return settled or bool(rows) or bool(self._sending)
+
+    async def _upkeep(self, conn: Any) -> None:
+        """The pending gauge (every second at most) and the parking of ended configs."""
+        now = time.monotonic()
+        if now >= self._gauge_at:
+            self._gauge_at = now + GAUGE_S
+            metrics.push_pending(await outbox.count_pending(conn))
+        if now >= self._park_at:
+            self._park_at = now + PARK_S
+            await outbox.park(conn)
 
     async def _settle_taken(self, conn: Any) -> None:
         taken, self._taken = self._taken, []

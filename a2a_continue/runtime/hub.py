@@ -44,6 +44,9 @@ log = logging.getLogger(__name__)
 EVENTS_CHANNEL = "a2ac_task_events"
 # A notification about an agent (updated or deleted) names it after this prefix.
 AGENT_PREFIX = "agent:"
+# The push dispatchers' channel: an event a push config is owed notifies it while a dispatcher
+# says it waits (`a2a_push_wake`), and a redelivery always does.
+PUSH_CHANNEL = "a2ac_push"
 
 
 class InterestRows(Protocol):

@@ -20,14 +20,20 @@ import hashlib
 import uuid
 from typing import Any
 
-from a2a_continue.a2a.protocol import TERMINAL_STATES
+from a2a_continue.core.tasks.store import TERMINAL_SQL, owes_push
 from a2a_continue.runtime.db import Conn, Record
+from a2a_continue.runtime.hub import PUSH_CHANNEL
 
-# The channel a new or requeued delivery notifies (through the LISTEN hub, which wakes the
-# dispatcher of every process).
-PUSH_CHANNEL = "a2ac_push"
+__all__ = ["PUSH_CHANNEL"]  # the channel the dispatchers listen on (through the LISTEN hub)
 
-_TERMINAL = "(" + ", ".join(f"'{s}'" for s in sorted(TERMINAL_STATES)) + ")"
+# An event `e` that push configs are owed.
+_OWED = owes_push("e.type", "e.data")
+
+# What event `e`'s deliveries are built from: what it carries, or, for an event the previous
+# release appended without it (a rolling upgrade), the task as it stands.
+_PUSHED = """COALESCE(e.pushed, (SELECT jsonb_build_object('state', t.state,
+        'statusMessage', t.status_message, 'artifacts', t.artifacts)
+    FROM a2a_tasks t WHERE t.id = e.task))"""
 
 # The dispatchers' statements commit without waiting for the WAL flush: a take or a settle
 # lost in a crash only means the delivery is sent again (at-least-once; the receiver dedupes
@@ -46,14 +52,17 @@ def delivery_id(config: uuid.UUID, seq: int, part: int) -> uuid.UUID:
 def _events(c: str) -> str:
     """The condition on events ``e`` that may owe config ``c`` a delivery: its task's, from its
     position on, that carry a snapshot (after an opening's seq)."""
-    return f"""e.task = {c}.task AND e.seq >= {c}.pos_seq AND e.pushed IS NOT NULL
+    return f"""e.task = {c}.task AND e.seq >= {c}.pos_seq AND {_OWED}
       AND ({c}.opening_seq IS NULL OR e.seq > {c}.opening_seq)"""
 
 
-def window_sql(c: str, size: int) -> str:
-    """The first ``size`` events that may owe config ``c`` a delivery, as ``e``."""
-    return f"""(SELECT * FROM a2a_task_events e WHERE {_events(c)}
-        ORDER BY e.seq LIMIT {size}) e"""
+def window_sql(c: str, size: int | None = None) -> str:
+    """The events that may owe config ``c`` a delivery (the first ``size``), as ``e``, with
+    what they are sent as in `pushed`."""
+    limit = f" LIMIT {size}" if size else ""
+    return f"""(SELECT e.task, e.seq, e.type, e.previous_state, e.new_state, e.data,
+        e.created_at, {_PUSHED} AS pushed
+        FROM a2a_task_events e WHERE {_events(c)} ORDER BY e.seq{limit}) e"""
 
 
 def parts_sql(c: str, window: int | None = None) -> str:
@@ -65,12 +74,11 @@ def parts_sql(c: str, window: int | None = None) -> str:
     change) and one artifact update per changed artifact (part = the artifact's place, from
     1). Unordered: add ``ORDER BY seq, part``."""
     first = f"""(SELECT CASE WHEN NOT {c}.started THEN (
-        SELECT min(f.seq) FROM a2a_task_events f
-        WHERE f.task = {c}.task AND f.seq >= {c}.pos_seq AND f.pushed IS NOT NULL) END AS seq)"""
+        SELECT min(e.seq) FROM a2a_task_events e WHERE {_events(c)}) END AS seq)"""
     not_first = "e.seq IS DISTINCT FROM fs.seq"
     artifacts = """CASE WHEN jsonb_typeof(e.pushed -> 'artifacts') = 'array'
                    THEN e.pushed -> 'artifacts' ELSE '[]' END"""
-    events, where = (window_sql(c, window), "true") if window else ("a2a_task_events e", _events(c))
+    events = window_sql(c, window)
     return f"""
     SELECT {c}.opening_seq AS seq, 0 AS part, 'task'::text AS kind, {c}.opening AS snapshot,
         {c}.created_at AS at
@@ -95,7 +103,7 @@ def parts_sql(c: str, window: int | None = None) -> str:
                    THEN COALESCE(e.data -> 'artifactIds', '[]') ? (a.artifact ->> 'artifactId')
                    ELSE e.type = 'task_continued' END
     ) p
-    WHERE {where} AND (e.seq, p.part) > ({c}.pos_seq, {c}.pos_part)"""
+    WHERE (e.seq, p.part) > ({c}.pos_seq, {c}.pos_part)"""
 
 
 # What a delivery of kind `kind`, part `part`, is built from, given its event `e` (a redelivery
@@ -156,7 +164,7 @@ WINDOW = 4
 # Configs whose log grew past their position: lease up to {room} of them ($1 for $2 s) and read
 # the next delivery of each from the next WINDOW events of its log. A config with a pending row
 # waits for it (order). A config those events owe nothing moves past them (past its task's
-# last event when they were all there is, and parks when its task has ended).
+# last event when they were all there is).
 _TAKE_LOG = f"""cand AS (
     SELECT c.row_id FROM a2a_push_configs c JOIN a2a_tasks t ON t.id = c.task
     WHERE c.enabled AND NOT c.parked AND t.last_seq >= c.pos_seq
@@ -187,8 +195,7 @@ _TAKE_LOG = f"""cand AS (
     RETURNING c.row_id, c.attempts, c.url, c.version, c.token_sealed, c.auth_scheme,
         c.credentials_sealed
 ), caught_up AS (
-    UPDATE a2a_push_configs c SET pos_seq = COALESCE(next.last, t.last_seq) + 1, pos_part = -1,
-        parked = next.last IS NULL AND t.state IN {_TERMINAL}
+    UPDATE a2a_push_configs c SET pos_seq = COALESCE(next.last, t.last_seq) + 1, pos_part = -1
     FROM next, a2a_tasks t
     WHERE c.row_id = next.config AND next.seq IS NULL AND t.id = next.task
 ), log_taken AS (
@@ -295,11 +302,28 @@ UPDATE a2a_push_deliveries d SET state = 'dead', last_error = 'the config was di
 FROM disabled WHERE d.config = $2 AND d.state = 'pending'
 """
 
-# A dispatcher with nothing to send says it waits (sql/0012_push_wake.sql): the next event of a
-# pushed task notifies. True when this statement set the flag, so the caller looks once more:
-# an event recorded before it saw no one waiting.
+# A dispatcher with nothing to send says it waits (sql/0012_push_wake.sql): the events of pushed
+# tasks notify while it does (core/tasks/store.push_wake_sql). True when this statement set the
+# flag, so the caller looks once more: an event recorded before it saw no one waiting.
 SLEEPING = f"""UPDATE a2a_push_wake SET sleeping = true FROM {NO_FLUSH}
 WHERE NOT sleeping RETURNING true"""
+
+# A dispatcher that waited and was woken says it no longer waits: the events stop notifying.
+AWAKE = f"UPDATE a2a_push_wake SET sleeping = false FROM {NO_FLUSH} WHERE sleeping"
+
+# How long after its task ended a config may still be owed an event: a cancel racing another
+# holds no claim and may record its own after the first, for as long as an agent call may run
+# (at most an hour).
+PARK_AFTER = "2 hours"
+
+# Configs whose task ended before PARK_AFTER and that were sent everything: the dispatchers
+# stop looking at them (a pending row, a redelivery, is still sent).
+PARK = f"""UPDATE a2a_push_configs c SET parked = true
+FROM a2a_tasks t, {NO_FLUSH}
+WHERE c.enabled AND NOT c.parked AND t.id = c.task AND t.state IN {TERMINAL_SQL}
+  AND t.completed_at < now() - interval '{PARK_AFTER}' AND t.last_seq < c.pos_seq
+  AND c.lease_token IS NULL AND NOT EXISTS (
+      SELECT 1 FROM a2a_push_deliveries d WHERE d.config = c.row_id AND d.state = 'pending')"""
 
 RELEASE_LEASES = """
 WITH rows_held AS (
@@ -309,10 +333,10 @@ WITH rows_held AS (
 UPDATE a2a_push_configs SET lease_token = NULL, lease_expires_at = NULL WHERE lease_token = $1"""
 
 # What waits, across every process: pending rows, and events past an active config's position.
-COUNT_PENDING = """SELECT
+COUNT_PENDING = f"""SELECT
     (SELECT count(*) FROM a2a_push_deliveries WHERE state = 'pending')
   + (SELECT count(*) FROM a2a_push_configs c
-     JOIN a2a_task_events e ON e.task = c.task AND e.seq >= c.pos_seq AND e.pushed IS NOT NULL
+     JOIN a2a_task_events e ON e.task = c.task AND e.seq >= c.pos_seq AND {_OWED}
      WHERE c.enabled AND NOT c.parked)"""
 
 
@@ -383,6 +407,16 @@ async def gone(conn: Conn, row: Record, lease: uuid.UUID, error: str) -> None:
 async def sleeping(conn: Conn) -> bool:
     """Say this dispatcher waits for a notification; True when nobody had said so yet."""
     return bool(await conn.fetchval(SLEEPING))
+
+
+async def awake(conn: Conn) -> None:
+    """Say this dispatcher, woken, no longer waits for a notification."""
+    await conn.execute(AWAKE)
+
+
+async def park(conn: Conn) -> None:
+    """Stop looking at the configs of tasks that ended long ago and were sent everything."""
+    await conn.execute(PARK)
 
 
 async def release_leases(conn: Conn, lease: uuid.UUID) -> None:

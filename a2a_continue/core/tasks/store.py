@@ -17,6 +17,7 @@ from a2a_continue.core.tasks.interest import notify_sql
 from a2a_continue.core.tasks.reads import STATUS_AT, TASK_COLUMNS
 from a2a_continue.errors import NotFound
 from a2a_continue.runtime.db import Conn, Record
+from a2a_continue.runtime.hub import PUSH_CHANNEL
 
 # Who writes the events no caller asked for (an expired claim, a watch): the gateway itself.
 SYSTEM_ACTOR = "a2a-continue"
@@ -64,14 +65,26 @@ PUSH_SNAPSHOT = """CASE WHEN t.push_enabled THEN jsonb_build_object('state', t.s
         'statusMessage', t.status_message, 'artifacts', t.artifacts) END AS pushed"""
 
 
-def pushed_when(kind: str, data: str) -> str:
-    """The event's `pushed` value: the row's ``pushed`` (``PUSH_SNAPSHOT``) for an event of
-    kind ``kind`` with ``data`` that push configs are owed, else NULL. The event log is the
-    outbox: the dispatchers send what carries it (core/push/outbox.py)."""
+def owes_push(kind: str, data: str) -> str:
+    """SQL: whether an event of kind ``kind`` with ``data`` is owed to push configs."""
     kinds = ", ".join(f"'{k}'" for k in PUSHED_TYPES)
+    return f"{kind} IN ({kinds}) AND NOT ({kind} = 'task_continued' AND {data} ? 'error')"
+
+
+def pushed_when(kind: str, data: str) -> str:
+    """The event's `pushed` value: the row's ``pushed`` (``PUSH_SNAPSHOT``) for an event push
+    configs are owed, else NULL. The event log is the outbox: the dispatchers send from it
+    (core/push/outbox.py)."""
+    return f"CASE WHEN {owes_push(kind, data)} THEN pushed END"
+
+
+def push_wake_sql(pushed: str) -> str:
+    """SQL notifying the push dispatchers, when one says it waits, of an event of a task with a
+    push config (``pushed``: the row's ``PUSH_SNAPSHOT``). Read only for such a task; the
+    dispatcher that wakes clears the flag, so a busy cluster gets no notification at all."""
     return (
-        f"CASE WHEN {kind} IN ({kinds}) AND NOT ({kind} = 'task_continued' AND {data} ? 'error')"
-        " THEN pushed END"
+        f"CASE WHEN {pushed} IS NOT NULL AND (SELECT w.sleeping FROM a2a_push_wake w)"
+        f" THEN pg_notify('{PUSH_CHANNEL}', '') END"
     )
 
 
@@ -89,6 +102,7 @@ class Stored:
 _PUSHED_ARG = pushed_when("$2::text", "$6::jsonb")
 _PUSHED_OUTCOME = pushed_when("$7::text", "$9::jsonb")
 _PUSHED_UPDATE = pushed_when("$5::text", "$8::jsonb")
+_WAKE = push_wake_sql("upd.pushed")
 
 APPEND_EVENT = f"""
 WITH next AS (
@@ -98,7 +112,8 @@ WITH next AS (
     {append_events(f"id, last_seq, $2, $3, $4, $5, $6, {_PUSHED_ARG}", "next")}
     RETURNING task, seq
 )
-SELECT seq, {notify_sql("appended.task")} AS notified FROM appended
+SELECT seq, {notify_sql("appended.task")} AS notified, {push_wake_sql("next.pushed")} AS woke
+FROM appended, next
 """
 
 
@@ -220,7 +235,7 @@ _RECORD_OUTCOME = f"""
 WITH {{update}}, event AS (
     {append_events(f"row_id, last_seq, $7, previous, state, $8, $9, {_PUSHED_OUTCOME}", "upd")}
 )
-SELECT {{select}}, {notify_sql("upd.row_id")} AS notified FROM upd
+SELECT {{select}}, {notify_sql("upd.row_id")} AS notified, {_WAKE} AS woke FROM upd
 """
 
 # A follow-up needs only the state it reports back: the row's messages and artifacts stay put.
@@ -311,7 +326,7 @@ WITH upd AS (
 ), event AS (
     {append_events(f"row_id, last_seq, $5, $6, state, $7, $8, {_PUSHED_UPDATE}", "upd")}
 )
-SELECT upd.*, {notify_sql("upd.row_id")} AS notified FROM upd
+SELECT upd.*, {notify_sql("upd.row_id")} AS notified, {_WAKE} AS woke FROM upd
 """
 
 

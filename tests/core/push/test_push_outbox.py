@@ -4,7 +4,9 @@ settle deliveries (SPEC §12, §22)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import asyncpg
 
@@ -42,6 +44,17 @@ async def task_with_configs(db: asyncpg.Connection, *versions: str) -> list[uuid
         )
         for i, version in enumerate(versions)
     ]
+
+
+async def task_with_configs_of(db: asyncpg.Connection, task: uuid.UUID, *versions: str) -> None:
+    for i, version in enumerate(versions):
+        await db.execute(
+            "INSERT INTO a2a_push_configs (task, id, url, version)"
+            " VALUES ($1, $2, 'http://127.0.0.1:9/h', $3)",
+            task,
+            f"more{i}",
+            version,
+        )
 
 
 async def append(db: asyncpg.Connection, times: int = 1) -> None:
@@ -99,8 +112,12 @@ async def test_a_task_is_pushed_while_it_has_an_enabled_config(db: asyncpg.Conne
     assert await pushed() == [2]
     await db.execute("UPDATE a2a_push_configs SET enabled = false WHERE row_id = $1", config)
     assert await pushed() == []
-    await db.execute("UPDATE a2a_push_configs SET enabled = true WHERE row_id = $1", config)
-    assert await pushed() == [2, 4]
+    await db.execute(  # re-enabled (as creating it again does): from the next event on
+        "UPDATE a2a_push_configs c SET enabled = true, pos_seq = t.last_seq + 1"
+        " FROM a2a_tasks t WHERE c.row_id = $1 AND t.id = c.task",
+        config,
+    )
+    assert await pushed() == [4]
     await db.execute("DELETE FROM a2a_push_configs WHERE row_id = $1", config)
     assert await pushed() == []
     assert await db.fetchval("SELECT push_enabled FROM a2a_tasks WHERE id = $1", TASK_ROW) is False
@@ -205,10 +222,11 @@ async def test_a_take_reads_a_config_s_next_events_not_its_whole_backlog(
     assert read <= 10 * len(configs), f"a take read {read} events to find 3 next deliveries"
 
 
-async def test_a_pushed_event_notifies_only_once_a_dispatcher_said_it_waits(
+@contextlib.asynccontextmanager
+async def push_notifications(
     db: asyncpg.Connection, database_url: str
-) -> None:
-    await task_with_configs(db, "0.3")
+) -> AsyncIterator[Callable[[], Awaitable[int]]]:
+    """Listen on the dispatchers' channel; yield how many notifications were heard so far."""
     listener = await asyncpg.connect(direct_url(database_url))  # LISTEN needs a session
     heard: list[str] = []
     marks: asyncio.Queue[str] = asyncio.Queue()
@@ -224,24 +242,40 @@ async def test_a_pushed_event_notifies_only_once_a_dispatcher_said_it_waits(
         return len(heard)
 
     try:
+        yield heard_so_far
+    finally:
+        await listener.close()
+
+
+async def test_a_pushed_event_notifies_only_while_a_dispatcher_says_it_waits(
+    db: asyncpg.Connection, database_url: str
+) -> None:
+    await task_with_configs(db, "0.3")
+    async with push_notifications(db, database_url) as heard_so_far:
         await db.execute("UPDATE a2a_push_wake SET sleeping = false")
         await append(db)
         assert await heard_so_far() == 0  # nobody waits
         assert await outbox.sleeping(db) is True  # this dispatcher set the flag
         assert await outbox.sleeping(db) is False  # already set
-        await append(db, 3)
-        assert await heard_so_far() == 1  # the first event after it, not the ones behind
-    finally:
-        await listener.close()
-    assert await db.fetchval("SELECT sleeping FROM a2a_push_wake") is False
+        await append(db, 2)
+        assert await heard_so_far() == 2
+        await outbox.awake(db)  # the woken dispatcher says so: the events stop notifying
+        await append(db)
+        assert await heard_so_far() == 2
     assert len(await owed(db)) == 4
 
 
-async def test_an_event_that_owes_nothing_leaves_the_flag(db: asyncpg.Connection) -> None:
-    await task_with_configs(db, "1.0")
-    await db.execute("UPDATE a2a_push_wake SET sleeping = true")
-    await append_event(db, TASK_ROW, "task_redirected", None, None, "alice", {})
-    assert await db.fetchval("SELECT sleeping FROM a2a_push_wake") is True
+async def test_an_event_of_a_task_without_configs_never_notifies(
+    db: asyncpg.Connection, database_url: str
+) -> None:
+    await task_with_configs(db)
+    async with push_notifications(db, database_url) as heard_so_far:
+        await db.execute("UPDATE a2a_push_wake SET sleeping = true")
+        await append(db)
+        assert await heard_so_far() == 0
+        await task_with_configs_of(db, TASK_ROW, "0.3")
+        await append(db)
+        assert await heard_so_far() == 1
 
 
 async def test_a_lease_that_ran_out_is_taken_again(db: asyncpg.Connection) -> None:
@@ -311,23 +345,24 @@ async def test_a_settle_by_a_lease_that_lost_the_config_changes_nothing(
     assert await owed(db) == [(2, 0, "task")]
 
 
-async def test_a_config_of_an_ended_task_parks_and_a_later_event_wakes_it(
+async def test_a_config_of_a_task_that_ended_long_ago_and_was_sent_everything_parks(
     db: asyncpg.Connection,
 ) -> None:
     await task_with_configs(db, "0.3")
     await append_event(db, TASK_ROW, "task_canceled", "working", "canceled", "alice", {})
-    await db.execute("UPDATE a2a_tasks SET state = 'canceled'")
+    await db.execute("UPDATE a2a_tasks SET state = 'canceled', completed_at = now()")
+    await outbox.park(db)
+    assert await db.fetchval("SELECT parked FROM a2a_push_configs") is False  # still owed
     (row,) = await take(db, lease := uuid.uuid4())
     await outbox.delivered(db, [(row, 200)], lease)
-    await append_event(db, TASK_ROW, "task_continue_failed", None, None, "alice", {})
-    assert await take(db) == []  # nothing owed: the config moves past the log and parks
+    await outbox.park(db)
+    assert await db.fetchval("SELECT parked FROM a2a_push_configs") is False  # ended just now
+    await db.execute("UPDATE a2a_tasks SET completed_at = now() - interval '3 hours'")
+    await outbox.park(db)
     assert await db.fetchval("SELECT parked FROM a2a_push_configs") is True
-    await append(db)
-    (late,) = await take(db)
-    assert late["seq"] == 4
 
 
-async def test_an_event_written_without_its_snapshot_gets_it_from_the_trigger(
+async def test_an_event_the_previous_release_wrote_is_sent_with_the_task_as_it_stands(
     db: asyncpg.Connection,
 ) -> None:
     await task_with_configs(db, "0.3")
@@ -337,7 +372,10 @@ async def test_an_event_written_without_its_snapshot_gets_it_from_the_trigger(
         " INSERT INTO a2a_task_events (task, seq, type, previous_state, new_state, actor)"
         " SELECT id, last_seq, 'task_updated', 'working', 'working', 'alice' FROM up"
     )
-    assert await owed(db) == [(2, 0, "task")]
+    await db.execute("UPDATE a2a_tasks SET state = 'input-required'")
+    (row,) = await take(db)
+    assert (row["seq"], row["kind"]) == (2, "task")
+    assert row["snapshot"]["state"] == "input-required"
 
 
 async def test_a_row_of_the_previous_outbox_is_sent_before_the_log(db: asyncpg.Connection) -> None:
