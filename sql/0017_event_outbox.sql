@@ -58,6 +58,11 @@ BEGIN
 END
 $$;
 
+-- A dispatcher that waits says until when (it looks again by then anyway): the events notify
+-- only while that holds, so a cluster whose dispatchers all stopped, or run with dispatch off,
+-- pays no notification per event.
+ALTER TABLE a2a_push_wake ADD COLUMN until timestamptz;
+
 -- Nothing fires for an event any more: the writers wake the dispatchers themselves (reading
 -- `a2a_push_wake` only for a task with an enabled config), and the dispatchers read what the
 -- previous release's writers append (no `pushed`) with the task as it stands.

@@ -183,8 +183,8 @@ class Dispatcher:
                 # Nothing to do: the next pushed event notifies. One recorded before this
                 # dispatcher said so did not: look once more.
                 self._asleep = True
-                if await outbox.sleeping(conn):
-                    rows = await outbox.take(conn, self.lease, self.settings.push_lease_s, room)
+                await outbox.sleeping(conn, self.settings.push_poll_s)
+                rows = await outbox.take(conn, self.lease, self.settings.push_lease_s, room)
             await self._upkeep(conn)
         for row in rows:
             task = asyncio.create_task(self._deliver(row))

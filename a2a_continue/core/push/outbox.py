@@ -302,14 +302,14 @@ UPDATE a2a_push_deliveries d SET state = 'dead', last_error = 'the config was di
 FROM disabled WHERE d.config = $2 AND d.state = 'pending'
 """
 
-# A dispatcher with nothing to send says it waits (sql/0012_push_wake.sql): the events of pushed
-# tasks notify while it does (core/tasks/store.push_wake_sql). True when this statement set the
-# flag, so the caller looks once more: an event recorded before it saw no one waiting.
-SLEEPING = f"""UPDATE a2a_push_wake SET sleeping = true FROM {NO_FLUSH}
-WHERE NOT sleeping RETURNING true"""
+# A dispatcher with nothing to send says it waits, until $1 s from now (when it looks again by
+# itself): the events of pushed tasks notify while it does (core/tasks/store.push_wake_sql).
+# The caller then looks once more: an event recorded before this saw no one waiting.
+SLEEPING = f"""UPDATE a2a_push_wake SET sleeping = true,
+    until = GREATEST(until, now() + make_interval(secs => $1)) FROM {NO_FLUSH}"""
 
 # A dispatcher that waited and was woken says it no longer waits: the events stop notifying.
-AWAKE = f"UPDATE a2a_push_wake SET sleeping = false FROM {NO_FLUSH} WHERE sleeping"
+AWAKE = f"UPDATE a2a_push_wake SET sleeping = false, until = NULL FROM {NO_FLUSH} WHERE sleeping"
 
 # How long after its task ended a config may still be owed an event: a cancel racing another
 # holds no claim and may record its own after the first, for as long as an agent call may run
@@ -404,9 +404,9 @@ async def gone(conn: Conn, row: Record, lease: uuid.UUID, error: str) -> None:
         )  # fmt: skip
 
 
-async def sleeping(conn: Conn) -> bool:
-    """Say this dispatcher waits for a notification; True when nobody had said so yet."""
-    return bool(await conn.fetchval(SLEEPING))
+async def sleeping(conn: Conn, wait_s: float) -> None:
+    """Say this dispatcher waits for a notification, for ``wait_s`` at most."""
+    await conn.execute(SLEEPING, wait_s)
 
 
 async def awake(conn: Conn) -> None:

@@ -79,11 +79,13 @@ def pushed_when(kind: str, data: str) -> str:
 
 
 def push_wake_sql(pushed: str) -> str:
-    """SQL notifying the push dispatchers, when one says it waits, of an event of a task with a
-    push config (``pushed``: the row's ``PUSH_SNAPSHOT``). Read only for such a task; the
-    dispatcher that wakes clears the flag, so a busy cluster gets no notification at all."""
+    """SQL notifying the push dispatchers, while one says it waits (sql/0017: until a time it
+    looks again by anyway), of an event of a task with a push config (``pushed``: the row's
+    ``PUSH_SNAPSHOT``). Read only for such a task; the dispatcher that wakes clears the flag,
+    so a busy cluster gets no notification at all."""
     return (
-        f"CASE WHEN {pushed} IS NOT NULL AND (SELECT w.sleeping FROM a2a_push_wake w)"
+        f"CASE WHEN {pushed} IS NOT NULL"
+        " AND (SELECT w.sleeping AND w.until > now() FROM a2a_push_wake w)"
         f" THEN pg_notify('{PUSH_CHANNEL}', '') END"
     )
 

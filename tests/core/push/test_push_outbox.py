@@ -255,14 +255,17 @@ async def test_a_pushed_event_notifies_only_while_a_dispatcher_says_it_waits(
         await db.execute("UPDATE a2a_push_wake SET sleeping = false")
         await append(db)
         assert await heard_so_far() == 0  # nobody waits
-        assert await outbox.sleeping(db) is True  # this dispatcher set the flag
-        assert await outbox.sleeping(db) is False  # already set
+        await outbox.sleeping(db, 30)
         await append(db, 2)
         assert await heard_so_far() == 2
         await outbox.awake(db)  # the woken dispatcher says so: the events stop notifying
         await append(db)
         assert await heard_so_far() == 2
-    assert len(await owed(db)) == 4
+        await outbox.sleeping(db, 30)
+        await db.execute("UPDATE a2a_push_wake SET until = now() - interval '1 s'")
+        await append(db)  # a dispatcher that said it waits and never looked again
+        assert await heard_so_far() == 2
+    assert len(await owed(db)) == 5
 
 
 async def test_an_event_of_a_task_without_configs_never_notifies(
@@ -270,7 +273,7 @@ async def test_an_event_of_a_task_without_configs_never_notifies(
 ) -> None:
     await task_with_configs(db)
     async with push_notifications(db, database_url) as heard_so_far:
-        await db.execute("UPDATE a2a_push_wake SET sleeping = true")
+        await outbox.sleeping(db, 30)
         await append(db)
         assert await heard_so_far() == 0
         await task_with_configs_of(db, TASK_ROW, "0.3")
