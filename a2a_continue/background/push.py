@@ -175,10 +175,7 @@ class Dispatcher:
             if self._asleep:
                 await outbox.awake(conn)
                 self._asleep = False
-            await self._settle_taken(conn)
-            rows = []
-            if room > 0:
-                rows = await outbox.take(conn, self.lease, self.settings.push_lease_s, room)
+            rows = await self._settle_and_take(conn, room)
             if not (rows or self._sending):
                 # Nothing to do: the next pushed event notifies. One recorded before this
                 # dispatcher said so did not: look once more.
@@ -203,6 +200,20 @@ class Dispatcher:
         if now >= self._park_at:
             self._park_at = now + PARK_S
             await outbox.park(conn)
+
+    async def _settle_and_take(self, conn: Any, room: int) -> list[Record]:
+        """Settle what the receivers took and lease what fits in ``room``: in one statement,
+        unless the configs just settled could go on past the room."""
+        lease_s = self.settings.push_lease_s
+        if self._taken and room >= len(self._taken):
+            taken, self._taken = self._taken, []
+            try:
+                return await outbox.round_of(conn, taken, self.lease, lease_s, room)
+            except BaseException:
+                self._taken.extend(taken)  # the next round tries again
+                raise
+        await self._settle_taken(conn)
+        return await outbox.take(conn, self.lease, lease_s, room) if room > 0 else []
 
     async def _settle_taken(self, conn: Any) -> None:
         taken, self._taken = self._taken, []

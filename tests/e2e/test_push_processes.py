@@ -15,7 +15,7 @@ import aiohttp
 import asyncpg
 from aiohttp import web
 
-from a2a_continue.core.push.outbox import DELIVERY_ID_SQL, parts_sql
+from a2a_continue.core.push.owed import DELIVERY_ID_SQL, parts_sql
 from tests.support.client import Client, register
 from tests.support.fakes import FakeAgent, rpc_result, task_v10
 from tests.support.processes import GatewayProcess

@@ -52,7 +52,7 @@ async def deliveries(client: Client, agent_id: str, task_id: str, config_id: str
 
 async def owed(db: Any) -> list[tuple[int, int, str]]:
     """What every enabled config's log still owes it, in order: (seq, part, kind)."""
-    from a2a_continue.core.push.outbox import parts_sql
+    from a2a_continue.core.push.owed import parts_sql
 
     rows = await db.fetch(
         f"SELECT n.seq, n.part, n.kind FROM a2a_push_configs c CROSS JOIN LATERAL"

@@ -1,5 +1,5 @@
 """Push deliveries as callers see them (SPEC §12): a config's history rows and, after them,
-what its task's log still owes it (core/push/outbox.py), in the order they are sent; and
+what its task's log still owes it (core/push/owed.py), in the order they are sent; and
 redelivery under the same id."""
 
 from __future__ import annotations
@@ -13,16 +13,12 @@ import msgspec
 
 from a2a_continue.core.access.callers import TASK_VISIBLE, Caller
 from a2a_continue.core.push.configs import task_row_id
-from a2a_continue.core.push.outbox import (
-    DELIVERY_ID_SQL,
-    PUSH_CHANNEL,
-    SNAPSHOT_OF_EVENT,
-    parts_sql,
-)
+from a2a_continue.core.push.owed import DELIVERY_ID_SQL, SNAPSHOT_OF_EVENT, parts_sql
 from a2a_continue.core.shapes.pagination import cursor_bytes, issued, limit_param, not_issued
 from a2a_continue.core.shapes.wire import Out
 from a2a_continue.errors import AppError, NotFound
 from a2a_continue.runtime.db import Conn, Record
+from a2a_continue.runtime.hub import PUSH_CHANNEL
 
 
 class DeliveryOut(Out):

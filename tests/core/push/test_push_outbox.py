@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import asyncpg
 
-from a2a_continue.core.push import outbox
+from a2a_continue.core.push import outbox, takes
 from a2a_continue.core.tasks.store import append_event
 from tests.support.database import direct_url
 from tests.support.plans import rows_read
@@ -193,7 +193,7 @@ async def test_a_take_reads_the_head_of_each_queue_not_the_rows_behind_it(
         TASK_ROW,
     )
     await db.execute("ANALYZE a2a_push_deliveries")  # as autovacuum would, after such a load
-    plan = await _explained(db, outbox.TAKE_ROWS)
+    plan = await _explained(db, takes.TAKE_ROWS)
     taken = await take(db)
     assert sorted(r["seq"] for r in taken) == [2, 2, 2]
     read = round(rows_read(plan, {"a2a_push_deliveries"}))
@@ -215,7 +215,7 @@ async def test_a_take_reads_a_config_s_next_events_not_its_whole_backlog(
     )
     await db.execute("UPDATE a2a_tasks SET last_seq = 3002")
     await db.execute("ANALYZE a2a_task_events")
-    plan = await _explained(db, outbox.TAKE_LOG)
+    plan = await _explained(db, takes.TAKE_LOG)
     taken = await take(db)
     assert sorted(r["seq"] for r in taken) == [3, 3, 3] and len(configs) == 3
     read = round(rows_read(plan, {"a2a_task_events"}))
@@ -407,3 +407,28 @@ async def _explained(db: asyncpg.Connection, statement: str) -> object:
         )
     finally:
         await explain.rollback()
+
+
+async def test_a_round_settles_and_leases_the_next_delivery_of_the_same_config(
+    db: asyncpg.Connection,
+) -> None:
+    (config,) = await task_with_configs(db, "0.3")
+    await append(db, 3)
+    lease = uuid.uuid4()
+    (first,) = await take(db, lease)
+    (second,) = await outbox.round_of(db, [(first, 200)], lease, 30, 10)
+    assert (second["seq"], second["id"], second["attempts"]) == (
+        3,
+        outbox.delivery_id(config, 3, 0),
+        1,
+    )
+    assert await take(db) == []  # still this dispatcher's
+    (third,) = await outbox.round_of(db, [(second, 200)], lease, 30, 10)
+    assert await outbox.round_of(db, [(third, 200)], lease, 30, 10) == []
+    rows = await db.fetch("SELECT seq, state FROM a2a_push_deliveries ORDER BY seq")
+    assert [(r["seq"], r["state"]) for r in rows] == [
+        (2, "delivered"),
+        (3, "delivered"),
+        (4, "delivered"),
+    ]
+    assert await owed(db) == []
