@@ -9,11 +9,12 @@ and notes when each delivery arrived) and this script as the load generator.
   event's time, in PostgreSQL's clock, which its delivery row keeps) to the moment the
   receiver got it (this machine's clock, the same one): p50 and p99 (target p99 <= 50 ms).
 - Hot path: follow-up throughput at concurrency 16 on tasks with a push config each, next
-  to tasks without (rounds interleaved, best of each), with the dispatcher sending (no
-  target: on two shared cores it measures the receiver's and the sender's own work too)
-  and with dispatch off (the request path alone, target >= x0.97); and what the best
-  dispatching rounds cost per follow-up in CPU: the gateway (its dispatcher included),
-  PostgreSQL (target with push <= x1.25 of without) and the receiver.
+  to tasks without (5 interleaved pairs of rounds: the median of the pairs' ratios), with the
+  dispatcher sending (no target: on two shared cores it measures the receiver's and the
+  sender's own work too) and with dispatch off (the request path alone, target >= x0.97);
+  and what the dispatching rounds cost per follow-up in CPU (medians): the gateway (its
+  dispatcher included), PostgreSQL (target with push <= x1.25 of without, the median of the
+  pairs' ratios) and the receiver.
 Usage:
     python bench/push_bench.py [--rate 100] [--seconds 10] [--requests 2000] [--quick]
 """
@@ -29,6 +30,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import aiohttp
@@ -50,7 +52,7 @@ from continue_bench import (
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = 16
-ROUNDS = 3
+ROUNDS = 5
 
 
 def run_receiver(port: int) -> None:
@@ -253,8 +255,18 @@ async def measure(
             with_push.append(await throughput(http, pushed, auth, args.requests, meters))
             if with_latency:  # deliveries are sent: let this round's reach the receiver
                 await drained(db)
-    best = max(without, key=lambda r: r.rps), max(with_push, key=lambda r: r.rps)
-    found.update(without=best[0].rps, with_push=best[1].rps, cpu=(best[0].cpu, best[1].cpu))
+    # Each figure is the median over the interleaved pairs (a pair's two rounds ran back to
+    # back, so a ratio within a pair does not see the machine's drift between pairs).
+    pairs = list(zip(without, with_push, strict=True))
+    found.update(
+        without=median(r.rps for r in without),
+        with_push=median(r.rps for r in with_push),
+        ratio=median(w.rps / o.rps for o, w in pairs),
+        db_ratio=median(w.cpu[1] / o.cpu[1] for o, w in pairs),
+        cpu=tuple(
+            tuple(median(r.cpu[i] for r in side) for i in range(3)) for side in (without, with_push)
+        ),
+    )
     return found
 
 
@@ -327,16 +339,15 @@ def main() -> None:
 
         sent = phase(dispatch=True)
         enqueued = phase(dispatch=False)
-        (_, db_without, _), (_, db_with, _) = sent["cpu"]
         print(
             f"push: delivery latency p50 {sent['p50']:.1f} ms, p99 {sent['p99']:.1f} ms at"
             f" {args.rate:g} events/s ({sent['count']:.0f} deliveries, target p99 <= 50 ms);"
             f" follow-up c=16 with a push config on every task, request path alone (dispatch"
-            f" off): x{enqueued['with_push'] / enqueued['without']:.2f} (target >= x0.97),"
-            f" dispatching: {sent['with_push']:.0f} req/s vs {sent['without']:.0f} without"
-            f" (x{sent['with_push'] / sent['without']:.2f}); PostgreSQL CPU per follow-up with"
-            f" push, dispatch included: x{db_with / db_without:.2f} (target <= x1.25); CPU ms"
-            f" per follow-up with / without push: {_cpu(sent['cpu'])}"
+            f" off): x{enqueued['ratio']:.2f} (target >= x0.97), dispatching:"
+            f" {sent['with_push']:.0f} req/s vs {sent['without']:.0f} without"
+            f" (x{sent['ratio']:.2f}); PostgreSQL CPU per follow-up with push, dispatch"
+            f" included: x{sent['db_ratio']:.2f} (target <= x1.25); CPU ms per follow-up with /"
+            f" without push: {_cpu(sent['cpu'])}; medians of {ROUNDS} interleaved pairs"
         )
 
 

@@ -47,7 +47,7 @@ _SETTLE = f"""rows_done AS (
     UPDATE a2a_push_deliveries d SET state = 'delivered', delivered_at = now(),
         last_status = s.status, last_error = NULL, lease_token = NULL, lease_expires_at = NULL
     FROM unnest($2::uuid[], $3::integer[]) AS s (id, status), {NO_FLUSH}
-    WHERE d.id = s.id AND d.lease_token = $1
+    WHERE cardinality($2::uuid[]) > 0 AND d.id = s.id AND d.lease_token = $1
 ), s AS (
     SELECT * FROM unnest($4::uuid[], $5::uuid[], $6::integer[], $7::integer[], $8::text[],
         $9::boolean[], $10::integer[], $11::integer[], $12::timestamptz[])

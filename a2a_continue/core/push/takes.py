@@ -49,7 +49,9 @@ ROWS_TAKEN = f"""head AS (
     UPDATE a2a_push_deliveries d SET lease_token = $1, attempts = d.attempts + 1,
         lease_expires_at = now() + make_interval(secs => {{lease_s}})
     FROM a2a_push_configs c, a2a_tasks t, {NO_FLUSH}
-    WHERE d.id = ANY (ARRAY(SELECT due.id FROM due)) AND c.row_id = d.config AND t.id = d.task
+    -- Not even planned into a scan of the table when nothing is due (most rounds).
+    WHERE EXISTS (SELECT 1 FROM due)
+      AND d.id = ANY (ARRAY(SELECT due.id FROM due)) AND c.row_id = d.config AND t.id = d.task
     RETURNING 'row' AS source, d.id, d.config, d.seq, d.part, d.kind, d.snapshot, d.attempts,
         d.created_at, false AS more, {SENT_COLUMNS}
 )"""
