@@ -9,7 +9,8 @@ and notes when each delivery arrived) and this script as the load generator.
   event's time, in PostgreSQL's clock, which its delivery row keeps) to the moment the
   receiver got it (this machine's clock, the same one): p50 and p99 (target p99 <= 50 ms).
 - Hot path: follow-up throughput at concurrency 16 on tasks with a push config each, next
-  to tasks without (5 interleaved pairs of rounds: the median of the pairs' ratios), with the
+  to tasks without (5 interleaved pairs of rounds, in turn order: the median of the pairs'
+  ratios), with the
   dispatcher sending (no target: on two shared cores it measures the receiver's and the
   sender's own work too) and with dispatch off (the request path alone, target >= x0.97);
   and what the dispatching rounds cost per follow-up in CPU (medians): the gateway (its
@@ -250,9 +251,14 @@ async def measure(
             found.update(p50=p50, p99=p99, count=count)
         without: list[Round] = []
         with_push: list[Round] = []
-        for _ in range(ROUNDS):
-            without.append(await throughput(http, plain, auth, args.requests, meters))
-            with_push.append(await throughput(http, pushed, auth, args.requests, meters))
+        for i in range(ROUNDS):
+            # Each pair in turn order (A B, B A, ...): a drift within a run (tables growing, a
+            # checkpoint) does not always fall on the same side.
+            for side in ("without", "with") if i % 2 == 0 else ("with", "without"):
+                if side == "without":
+                    without.append(await throughput(http, plain, auth, args.requests, meters))
+                else:
+                    with_push.append(await throughput(http, pushed, auth, args.requests, meters))
             if with_latency:  # deliveries are sent: let this round's reach the receiver
                 await drained(db)
     # Each figure is the median over the interleaved pairs (a pair's two rounds ran back to

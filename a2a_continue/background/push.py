@@ -40,12 +40,14 @@ log = logging.getLogger(__name__)
 BodyOf = Callable[[Record], bytes]
 
 # How long wake-ups gather before a round, and how soon a busy dispatcher looks again. Under
-# load (a round that handled BUSY_ROUND deliveries or more) they gather longer: each round's
-# statement costs the database about as much as its first few deliveries, so fuller rounds
-# are what keeps push's share of the database small; the wait is a few ms of latency.
+# load (receivers taking BUSY_RATE deliveries a second or more) they gather longer: each
+# round's statement costs the database about as much as its first few deliveries, so fuller
+# rounds are what keeps push's share of the database small; the wait is 15 ms of latency.
 GATHER_S = 0.005
 BUSY_GATHER_S = 0.02
-BUSY_ROUND = 4
+BUSY_RATE = 200.0
+# Over about how long that rate is averaged.
+RATE_WINDOW_S = 0.25
 TAIL_S = 0.1
 QUIET_ROUNDS = 6
 # How often the pending gauge is read (at most; a scrape comes every 15 s or so).
@@ -95,7 +97,9 @@ class Dispatcher:
         self._park_at = 0.0
         # This dispatcher said it waits (the events of pushed tasks notify until it says not).
         self._asleep = True
-        self._busy = False  # the last round handled BUSY_ROUND deliveries or more
+        self._busy = False  # the receivers take BUSY_RATE deliveries a second or more
+        self._rate = 0.0  # deliveries the receivers took per second, averaged
+        self._round_at = time.monotonic()
         self._runner: asyncio.Task[None] | None = None
         self._gw: Gateway | None = None
         self._signer: Signer | None = None
@@ -195,7 +199,11 @@ class Dispatcher:
             task.add_done_callback(self._sent)
         if rows and len(rows) == room:
             self.wake()  # more may be due
-        self._busy = settled + len(rows) >= BUSY_ROUND
+        now = time.monotonic()
+        elapsed, self._round_at = max(now - self._round_at, 1e-3), now
+        weight = min(1.0, elapsed / RATE_WINDOW_S)
+        self._rate += weight * (settled / elapsed - self._rate)
+        self._busy = self._rate >= BUSY_RATE
         return bool(settled or rows or self._sending)
 
     async def _upkeep(self, conn: Any) -> None:
