@@ -188,42 +188,83 @@ async def test_an_agent_that_refuses_the_config_is_polled(
     assert {e["data"]["source"] for e in logged} == {"poll"}
 
 
+async def started_elsewhere(
+    client: Client, db: asyncpg.Connection, sdk: SdkAgent
+) -> tuple[Agent, str]:
+    """Start a task on an agent the gateway does not know pushes, then learn it does and let
+    the watcher pick the task up again (as after a restart)."""
+    agent = await register(client, sdk.url, "1.0", sdk.received)
+    task_id = await start_now(client, agent)
+    await db.execute(
+        "UPDATE a2a_agents SET capabilities = $1::jsonb WHERE id = $2::uuid", PUSHES, agent.id
+    )
+    await db.execute(
+        "UPDATE a2a_tasks SET watch_token = NULL, watch_expires_at = NULL WHERE task_id = $1",
+        task_id,
+    )
+    return agent, task_id
+
+
 async def test_a_watcher_pick_up_gives_the_config_through_create_config(
-    settings: Settings, db: asyncpg.Connection
+    pushed: Client, db: asyncpg.Connection
 ) -> None:
     async with run_sdk_agent(push="store") as sdk:
-        # Started through a gateway that does not know the agent pushes; followed by one
-        # that does (a restart): its pick-up gives the config with the create-config method.
-        async with await gateway(settings) as base, aiohttp.ClientSession() as session:
-            client = Client(base, session)
-            agent = await register(client, sdk.url, "1.0", sdk.received)
-            task_id = await start_now(client, agent)
-            await db.execute(
-                "UPDATE a2a_agents SET capabilities = $1::jsonb WHERE id = $2::uuid",
-                PUSHES,
-                agent.id,
-            )
-            await db.execute(
-                "UPDATE a2a_tasks SET watch_token = NULL, watch_expires_at = NULL"
-                " WHERE task_id = $1",
-                task_id,
-            )
-            asked = await eventually(
-                lambda: calls(agent, "CreateTaskPushNotificationConfig") or None, "a config"
-            )
-            created = asked[0]["params"]
-            assert created["taskId"] == task_id
-            assert created["url"] == f"{base}/v1/a2a/push-in/{created['id']}"
-            await eventually(lambda: db.fetchval(
-                "SELECT accepted_at IS NOT NULL FROM a2a_push_in WHERE id = $1::uuid",
-                created["id"],
-            ), "the config taken")  # fmt: skip
-            await step(client, sdk, agent, task_id, "step 1")
-            sdk.steps.put_nowait("done")
-            await settles_as(client, agent, task_id, "completed")
-            await eventually(
-                lambda: calls(agent, "DeleteTaskPushNotificationConfig") or None,
-                "the config deleted",
-            )
-            logged = await updates(client, agent, task_id)
-        assert logged[-1]["data"]["source"] == "push"
+        agent, task_id = await started_elsewhere(pushed, db, sdk)
+        asked = await eventually(
+            lambda: calls(agent, "CreateTaskPushNotificationConfig") or None, "a config"
+        )
+        created = asked[0]["params"]
+        assert created["taskId"] == task_id
+        assert created["url"] == f"{pushed.base}/v1/a2a/push-in/{created['id']}"
+        assert created["authentication"] == {"scheme": "Bearer", "credentials": created["token"]}
+        await eventually(lambda: db.fetchval(
+            "SELECT accepted_at IS NOT NULL FROM a2a_push_in WHERE id = $1::uuid", created["id"]
+        ), "the config taken")  # fmt: skip
+        await step(pushed, sdk, agent, task_id, "step 1")
+        sdk.steps.put_nowait("done")
+        await settles_as(pushed, agent, task_id, "completed")
+        deleted = await eventually(
+            lambda: calls(agent, "DeleteTaskPushNotificationConfig") or None, "the config deleted"
+        )
+    assert deleted[0]["params"] == {"taskId": task_id, "id": created["id"]}
+    assert (await updates(pushed, agent, task_id))[-1]["data"]["source"] == "push"
+
+
+async def test_an_agent_that_refuses_create_config_is_polled_and_not_asked_again(
+    pushed: Client, db: asyncpg.Connection
+) -> None:
+    async with run_sdk_agent(push="refuse") as sdk:
+        agent, task_id = await started_elsewhere(pushed, db, sdk)
+        await eventually(
+            lambda: calls(agent, "CreateTaskPushNotificationConfig") or None, "a config offered"
+        )
+        refused = "SELECT refused_at IS NOT NULL FROM a2a_push_in WHERE task_id = $1"
+        await eventually(lambda: db.fetchval(refused, task_id), "the config refused")
+        polled = len(calls(agent, "GetTask"))
+        await eventually(lambda: len(calls(agent, "GetTask")) >= polled + 3, "polls")
+        sdk.steps.put_nowait("done")
+        await settles_as(pushed, agent, task_id, "completed")
+    assert len(calls(agent, "CreateTaskPushNotificationConfig")) == 1
+    assert (await updates(pushed, agent, task_id))[-1]["data"]["source"] == "poll"
+
+
+async def test_a_push_that_fails_verification_sends_the_task_back_to_polling(
+    pushed: Client, db: asyncpg.Connection
+) -> None:
+    async with run_sdk_agent(push="store") as sdk:
+        agent = await register(pushed, sdk.url, "1.0", sdk.received, capabilities=PUSHES)
+        task_id = await start_now(pushed, agent)
+        given = sdk.received[0]["params"]["configuration"][INLINE["1.0"]]
+        await step(pushed, sdk, agent, task_id, "step 1")
+        r = await pushed.call(
+            "POST",
+            f"/v1/a2a/push-in/{given['id']}",
+            {"task": {"id": task_id, "status": {"state": "TASK_STATE_COMPLETED"}}},
+            bearer=None,
+            headers={"X-A2A-Notification-Token": "forged"},
+        )
+        assert r.status == 401
+        polled = len(calls(agent, "GetTask"))
+        await eventually(lambda: len(calls(agent, "GetTask")) >= polled + 3, "polls")
+        sdk.steps.put_nowait("done")
+        await settles_as(pushed, agent, task_id, "completed")
