@@ -331,6 +331,13 @@ ROUTES = [
             " token)",
             body={"type": "object", "description": "a 1.0 StreamResponse or a 0.3 Task"},
             status=204,
+            example={
+                "statusUpdate": {
+                    "taskId": "T1",
+                    "contextId": "C1",
+                    "status": {"state": "TASK_STATE_WORKING"},
+                }
+            },
             problems=(401, 404, 413, 422, _DB),
         ),
     ),

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import asyncpg
+import httpx
 import pytest
 
 from a2a_continue.app import create_app
@@ -268,3 +272,61 @@ async def test_a_push_that_fails_verification_sends_the_task_back_to_polling(
         await eventually(lambda: len(calls(agent, "GetTask")) >= polled + 3, "polls")
         sdk.steps.put_nowait("done")
         await settles_as(pushed, agent, task_id, "completed")
+
+
+SDK03 = Path(__file__).parent.parent / "support" / "sdk03"
+SDK03_PY = SDK03 / ".venv" / "bin" / "python"
+
+
+@contextlib.asynccontextmanager
+async def sdk03_agent() -> AsyncIterator[str]:
+    """Run the a2a-sdk 0.3 agent that pushes (tests/support/sdk03/push_agent.py); yield its URL."""
+    process = await asyncio.create_subprocess_exec(
+        str(SDK03_PY), str(SDK03 / "push_agent.py"), stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        assert process.stdout is not None
+        line = await asyncio.wait_for(process.stdout.readline(), 60)
+        url = f"http://127.0.0.1:{int(line.split()[1])}/"
+        async with httpx.AsyncClient() as probe:
+
+            async def up() -> bool:
+                try:
+                    return (await probe.get(url + "control/received")).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            await eventually(up, "the 0.3 agent listening")
+        yield url
+    finally:
+        process.terminate()
+        await process.wait()
+
+
+@pytest.mark.skipif(not SDK03_PY.exists(), reason="a2a-sdk 0.3 is not installed: make sdk03-client")
+async def test_a_0_3_sdk_agent_pushes_its_whole_task_and_is_not_polled(
+    pushed: Client, db: asyncpg.Connection
+) -> None:
+    async with sdk03_agent() as url, httpx.AsyncClient(base_url=url) as control:
+        agent = await register(pushed, url, "0.3", [], capabilities=PUSHES)
+        began = time.monotonic()
+        task_id = await start_now(pushed, agent)
+        for what in ("step 1", "art draft", "step 2"):
+            before = len(await updates(pushed, agent, task_id))
+            await control.post("control/step", content=what)
+
+            async def recorded(before: int = before) -> bool:
+                return len(await updates(pushed, agent, task_id)) > before
+
+            await eventually(recorded, f"step {what!r} recorded")
+        await control.post("control/step", content="done")
+        await settles_as(pushed, agent, task_id, "completed")
+        elapsed = time.monotonic() - began
+        methods = (await control.get("control/received")).json()
+
+    assert methods[0] == "message/send"
+    assert methods.count("tasks/get") <= elapsed / CHECK_S + 1, (methods, elapsed)
+    logged = await updates(pushed, agent, task_id)
+    assert {e["data"]["source"] for e in logged} == {"push"}
+    stored = (await pushed.call("GET", agent.task(task_id))).json()
+    assert [a["artifactId"] for a in stored["artifacts"]] == ["draft", "forecast"]
