@@ -10,6 +10,7 @@ status with that text); `/control/received` lists the JSON-RPC methods it was ca
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import sys
@@ -78,10 +79,8 @@ class Recorder:
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
         body = b"".join(chunks)
-        try:
+        with contextlib.suppress(ValueError):
             METHODS.append(str(json.loads(body).get("method")))
-        except ValueError:
-            pass
         sent = False
 
         async def replay() -> Any:
