@@ -330,3 +330,27 @@ async def test_a_0_3_sdk_agent_pushes_its_whole_task_and_is_not_polled(
     assert {e["data"]["source"] for e in logged} == {"push"}
     stored = (await pushed.call("GET", agent.task(task_id))).json()
     assert [a["artifactId"] for a in stored["artifacts"]] == ["draft", "forecast"]
+
+
+async def test_a_refresh_of_a_live_task_gives_the_agent_a_config(
+    pushed: Client, db: asyncpg.Connection
+) -> None:
+    async with run_sdk_agent(push="store") as sdk:
+        agent = await register(pushed, sdk.url, "1.0", sdk.received)
+        task_id = await start_now(pushed, agent)
+        await db.execute(
+            "UPDATE a2a_agents SET capabilities = $1::jsonb WHERE id = $2::uuid", PUSHES, agent.id
+        )
+        r = await pushed.call("GET", agent.task(task_id) + "?refresh=true")
+        assert r.status == 200, r.raw
+        asked = await eventually(
+            lambda: calls(agent, "CreateTaskPushNotificationConfig") or None, "a config"
+        )
+        config = asked[0]["params"]["id"]
+        await eventually(lambda: db.fetchval(
+            "SELECT accepted_at IS NOT NULL FROM a2a_push_in WHERE id = $1::uuid", config
+        ), "the config taken")  # fmt: skip
+        sdk.steps.put_nowait("done")
+        await settles_as(pushed, agent, task_id, "completed")
+        pushed_once = "SELECT pushes > 0 FROM a2a_push_in WHERE id = $1::uuid"
+        await eventually(lambda: db.fetchval(pushed_once, config), "a push")

@@ -156,12 +156,24 @@ async def test_a_push_of_a_task_whose_watch_gave_up_is_404(
     "body",
     [
         b"not json",
+        b"",
+        b"null",
+        b"[]",
         {"hello": "world"},
         {"task": {"id": "T1"}},
         status_update("T2", "completed", "someone else's"),
         {"statusUpdate": {"status": {"state": "TASK_STATE_COMPLETED"}}},
     ],
-    ids=["not-json", "not-a-task", "no-status", "another-task", "no-task-id"],
+    ids=[
+        "not-json",
+        "empty",
+        "null",
+        "array",
+        "not-a-task",
+        "no-status",
+        "another-task",
+        "no-task-id",
+    ],
 )
 async def test_a_push_that_is_not_a_task_of_its_config_is_422_and_writes_nothing(
     gateway: Client, fake_agent: StartFake, body: Any
