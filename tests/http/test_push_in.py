@@ -12,7 +12,9 @@ import httpx
 import msgspec
 import pytest
 
-from a2a_continue.app import create_app
+from a2a_continue.app import ROUTES, create_app
+from a2a_continue.http.limited import counted
+from a2a_continue.http.routes import PUBLIC
 from a2a_continue.settings import Settings
 from tests.support.agents import Agent, events, register_fake
 from tests.support.client import Client, assert_problem
@@ -82,6 +84,11 @@ def status_update(task_id: str, state: str, text: str) -> JSON:
             },
         }
     }
+
+
+def test_pushes_are_not_counted_by_the_fair_share_limits() -> None:
+    (route,) = [r for r in ROUTES if r.path.startswith("/v1/a2a/push-in/")]
+    assert (route.method, route.permission, counted(route)) == ("POST", PUBLIC, False)
 
 
 async def test_a_push_with_its_token_is_recorded_and_a_repeat_adds_nothing(
@@ -229,3 +236,23 @@ async def test_a_push_before_the_send_is_answered_binds_the_config(
         "the config bound to T9",
     )
     assert bound
+
+
+async def test_a_start_answered_with_a_terminal_task_has_its_config_deleted_at_the_agent(
+    gateway: Client, fake_agent: StartFake, db: asyncpg.Connection
+) -> None:
+    async def handler(request: JSON) -> JSON:
+        return rpc_result(request, task_v10("T1", "completed"))
+
+    agent = await register_fake(gateway, fake_agent, handler, capabilities=PUSHES)
+    body = {"text": "go", "configuration": {"returnImmediately": True}}
+    r = await gateway.call("POST", f"/v1/a2a/{agent.id}/messages", body)
+    assert r.status == 200, r.raw
+    config = agent.received[0]["params"]["configuration"]["taskPushNotificationConfig"]
+
+    def deleted() -> JSON | None:
+        asked = [q for q in agent.received if q["method"] == "DeleteTaskPushNotificationConfig"]
+        return asked[0]["params"] if asked else None
+
+    assert await eventually(deleted, "the config deleted") == {"taskId": "T1", "id": config["id"]}
+    assert_problem(await push(gateway, config, status_update("T1", "working", "late")), 404)

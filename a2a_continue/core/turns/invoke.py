@@ -29,7 +29,7 @@ from a2a_continue.core.tasks.models import TaskOut
 from a2a_continue.core.tasks.reads import find_task, require_visible_tasks, task_out
 from a2a_continue.core.tasks.store import record_new_task, record_outcome
 from a2a_continue.core.watch.handover import after_send, returns_immediately
-from a2a_continue.core.watch.push_in import bind_answer, offer_inline
+from a2a_continue.core.watch.push_in import bind_answer, end_configs, offer_inline
 from a2a_continue.errors import (
     AgentBadAnswer,
     BadRequest,
@@ -181,6 +181,8 @@ async def send_start(start: Start) -> Forwarded:
     row = await start.store(task)
     if push is not None:
         await bind_answer(start.gw, push, row["id"], task.id)
+        if protocol.is_terminal_task_state(row["state"]):  # nothing to follow: drop it
+            start.gw.in_background(end_configs(start.gw, start.target, row["id"]))
     await after_send(start.gw, start.agent["agent_id"], answer, returns_immediately(start.body))
     return Forwarded(reply.raw, row["state"], answer, row["status_at"])
 
