@@ -123,8 +123,11 @@ async def test_a_push_without_its_token_is_401_and_records_nothing(
     gateway: Client, fake_agent: StartFake, db: asyncpg.Connection, token: str | None
 ) -> None:
     agent, config = await working_task(gateway, fake_agent)
+    before = await scrape(gateway)
     r = await push(gateway, config, status_update("T1", "completed", "done"), token)
     assert_problem(r, 401)
+    after = await scrape(gateway)
+    assert moved(before, after, "a2ac_push_in_total", outcome="unauthorized") == 1
     assert [e["type"] for e in await events(gateway, agent, "T1")] == ["task_created"]
     failed = "SELECT failed_at IS NOT NULL FROM a2a_push_in WHERE id = $1::uuid"
     assert await db.fetchval(failed, config["id"])
@@ -186,8 +189,11 @@ async def test_a_push_that_is_not_a_task_of_its_config_is_422_and_writes_nothing
     gateway: Client, fake_agent: StartFake, body: Any
 ) -> None:
     agent, config = await working_task(gateway, fake_agent)
+    before = await scrape(gateway)
     r = await push(gateway, config, body)
     assert_problem(r, 422)
+    after = await scrape(gateway)
+    assert moved(before, after, "a2ac_push_in_total", outcome="invalid") == 1
     assert [e["type"] for e in await events(gateway, agent, "T1")] == ["task_created"]
 
 
