@@ -39,6 +39,7 @@ bench: $(DEV_STAMP)
 	$(PY) bench/continue_bench.py $(if $(BASE),--base $(BASE))
 	$(PY) bench/push_bench.py
 	$(PY) bench/limits_bench.py
+	$(PY) bench/push_in_bench.py
 
 walkthrough: $(RUN_STAMP)
 	$(PY) scripts/walkthrough.py

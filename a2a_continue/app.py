@@ -33,7 +33,7 @@ from a2a_continue.runtime.open_streams import OpenStreams
 from a2a_continue.runtime.running import running
 from a2a_continue.runtime.secrets import Sealer, decode_key
 from a2a_continue.runtime.signing_keys import check_supplied, load_pem
-from a2a_continue.settings import Settings, check_jwt_secret
+from a2a_continue.settings import Settings, check_jwt_secret, public_base_url
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,7 @@ def create_app(
 
 def push_issuer(settings: Settings) -> str:
     """The `iss` of delivery JWTs: the gateway's public URL."""
-    return (settings.public_url or f"http://{settings.host}:{settings.port}").rstrip("/")
+    return public_base_url(settings)
 
 
 # How long a stopping gateway gives cancelled requests to release their claims.

@@ -115,6 +115,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     push_poll_s: Seconds = 5.0
     push_signing_key: str = ""
     push_dispatch: bool = True
+    # -- push in (SPEC §19): how often a task whose agent pushes is checked with one GetTask --
+    push_in_check_s: Seconds = 60.0
     # -- signed agent cards (SPEC §18) --
     card_signatures: Literal["record", "require"] = "record"
     card_signing_key: str = ""
@@ -201,6 +203,11 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         sentence = _sentence(hints[field_name], str(exc))
         raise SettingsError(f"{name} must be {sentence}, got {env[name]!r}") from None
     return _check_watch(_check_urls(settings))
+
+
+def public_base_url(settings: Settings) -> str:
+    """The gateway's public URL (``A2AC_PUBLIC_URL``, else its own host and port), no final /."""
+    return (settings.public_url or f"http://{settings.host}:{settings.port}").rstrip("/")
 
 
 def _check_urls(settings: Settings) -> Settings:

@@ -32,6 +32,14 @@ _SEND_METHODS = {"0.3": "message/send", "1.0": "SendMessage"}
 _STREAM_METHODS = {"0.3": "message/stream", "1.0": "SendStreamingMessage"}
 _CANCEL_METHODS = {"0.3": "tasks/cancel", "1.0": "CancelTask"}
 _SUBSCRIBE_METHODS = {"0.3": "tasks/resubscribe", "1.0": "SubscribeToTask"}
+_SET_PUSH_METHODS = {
+    "0.3": "tasks/pushNotificationConfig/set",
+    "1.0": "CreateTaskPushNotificationConfig",
+}
+_DELETE_PUSH_METHODS = {
+    "0.3": "tasks/pushNotificationConfig/delete",
+    "1.0": "DeleteTaskPushNotificationConfig",
+}
 _V10_CONTENT_FIELDS = ("text", "raw", "url", "data")
 
 
@@ -220,6 +228,26 @@ class Outgoing:
     return_immediately: bool | None = None
     # The send's own metadata (beside the message's).
     request_metadata: JSON | None = None
+    # The gateway's own push config for the task the send starts (SPEC §19), if any.
+    push: PushTarget | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PushTarget:
+    """A push config the gateway gives an agent: where to push and the token to push with."""
+
+    id: str
+    url: str
+    token: str
+
+
+def push_config(version: str, push: PushTarget) -> JSON:
+    """The push config as the version defines it: 0.3 ``token``; 1.0 ``token`` and a Bearer
+    ``authentication`` with the token as its credentials (agents send either)."""
+    config: JSON = {"id": push.id, "url": push.url, "token": push.token}
+    if _check_version(version) == "1.0":
+        config["authentication"] = {"scheme": "Bearer", "credentials": push.token}
+    return config
 
 
 def send_request(version: str, outgoing: Outgoing, *, streaming: bool = False) -> JSON:
@@ -239,6 +267,9 @@ def send_request(version: str, outgoing: Outgoing, *, streaming: bool = False) -
         "acceptedOutputModes": outgoing.accepted_output_modes,
         **_return_immediately(outgoing.return_immediately, version),
     }
+    if outgoing.push is not None:
+        member = "taskPushNotificationConfig" if version == "1.0" else "pushNotificationConfig"
+        config[member] = push_config(version, outgoing.push)
     return build_send_request(
         version, new_rpc_id(), message, config, outgoing.request_metadata, streaming=streaming
     )
@@ -261,6 +292,29 @@ def build_subscribe_request(version: str, rpc_id: str, task_id: str) -> JSON:
     """Build the JSON-RPC request that subscribes to a running task's stream."""
     method = _SUBSCRIBE_METHODS[_check_version(version)]
     return {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": {"id": task_id}}
+
+
+def build_set_push_request(version: str, rpc_id: str, task_id: str, push: PushTarget) -> JSON:
+    """Build the JSON-RPC request that gives an agent a push config for a task."""
+    method = _SET_PUSH_METHODS[_check_version(version)]
+    config = push_config(version, push)
+    params = (
+        {"taskId": task_id, **config}
+        if version == "1.0"
+        else {"taskId": task_id, "pushNotificationConfig": config}
+    )
+    return {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}
+
+
+def build_delete_push_request(version: str, rpc_id: str, task_id: str, config_id: str) -> JSON:
+    """Build the JSON-RPC request that deletes a push config of a task at the agent."""
+    method = _DELETE_PUSH_METHODS[_check_version(version)]
+    params = (
+        {"taskId": task_id, "id": config_id}
+        if version == "1.0"
+        else {"id": task_id, "pushNotificationConfigId": config_id}
+    )
+    return {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}
 
 
 # What answers carry

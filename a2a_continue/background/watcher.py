@@ -25,12 +25,14 @@ from typing import Any
 from a2a_continue.a2a import protocol
 from a2a_continue.a2a.answers import ERROR, MESSAGE, TASK, Update
 from a2a_continue.a2a.downstream import AgentTarget
+from a2a_continue.background.pushed import follow_pushes
 from a2a_continue.core.agents.exchange import exchange_stream, target_of
-from a2a_continue.core.agents.registry import can_stream
+from a2a_continue.core.agents.registry import can_push, can_stream
 from a2a_continue.core.tasks import watches
 from a2a_continue.core.tasks.store import SYSTEM_ACTOR
 from a2a_continue.core.tasks.updates import record_update
 from a2a_continue.core.watch import leases
+from a2a_continue.core.watch.push_in import end_configs
 from a2a_continue.core.watch.snapshots import TASK_NOT_FOUND, ask_agent, status_mark
 from a2a_continue.errors import (
     AgentBadAnswer,
@@ -72,6 +74,9 @@ class Watch:
     past: dict[str, Any] | None
     remaining_s: float
     seen: dict[str, Any] | None = None
+    # The agent pushes (SPEC §19); whether the last ask recorded a change.
+    pushes: bool = False
+    recorded: bool = False
 
 
 class Watcher:
@@ -217,8 +222,10 @@ class Watcher:
 
     async def _run(self, row: Record) -> None:
         row_id, token = row["row_id"], row["watch_token"]
+        watch: Watch | None = None
         try:
-            await self._watch(self._watch_of(row))
+            watch = self._watch_of(row)
+            await self._watch(watch)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -231,6 +238,8 @@ class Watcher:
             if entry is not None and entry[0] == token:
                 del self._following[row_id]
                 metrics.watched_tasks(len(self._following))
+            if watch is not None and watch.pushes and not self._stopping:
+                self.gw.in_background(end_configs(self.gw, watch.target, row_id))
 
     def _watch_of(self, row: Record) -> Watch:
         return Watch(
@@ -241,13 +250,15 @@ class Watcher:
             streaming=can_stream(row),
             past=row["watch_past"],
             remaining_s=self.settings.watch_max_s - (row["watched_s"] or 0.0),
+            pushes=can_push(row),
         )
 
     async def _watch(self, watch: Watch) -> None:
         """Follow the task to its end, then end the watch as it went."""
         try:
             async with asyncio.timeout(max(watch.remaining_s, 0.0)) as deadline:
-                if not (watch.streaming and await self._subscribe(watch)):
+                pushed = watch.pushes and await self._pushed(watch)
+                if not (pushed or (watch.streaming and await self._subscribe(watch))):
                     await self._poll(watch)
         except TimeoutError:
             if not deadline.expired():
@@ -271,6 +282,16 @@ class Watcher:
                 SYSTEM_ACTOR,
                 {"reason": reason, "detail": detail},
             )
+
+    async def _pushed(self, watch: Watch) -> bool:
+        """Let the agent push the task's changes, checked once a period; False: poll."""
+
+        async def check() -> bool | None:
+            watch.recorded = False
+            moved = await self._poll_once(watch)
+            return None if moved is None else watch.recorded
+
+        return await follow_pushes(self.gw, watch.target, watch.row_id, watch.task_id, check)
 
     async def _subscribe(self, watch: Watch) -> bool:
         """Follow the agent's stream of the task; False when polling has to take over.
@@ -359,6 +380,7 @@ class Watcher:
         except (DatabaseUnavailable, *DB_DOWN) as exc:
             log.warning("watch of task %s: not recorded (%s)", watch.task_id, type(exc).__name__)
             return False
+        watch.recorded = applied.seq is not None
         if leases.settled(applied.state, applied.row["status_message"], watch.past):
             return None
         if update.state is None:

@@ -14,6 +14,7 @@ from a2a_continue.core.shapes.messages import CancelBody, ContinueBody, StartBod
 from a2a_continue.core.tasks.models import EventList, TaskList, TaskOut
 from a2a_continue.http import handlers as h
 from a2a_continue.http import push_handlers as ph
+from a2a_continue.http.push_in import push_in
 from a2a_continue.http.routes import PUBLIC, ApiRoute, Operation, Param
 
 _LIMIT = Param("limit", "page size", {"type": "integer", "minimum": 1, "maximum": 200})
@@ -317,6 +318,27 @@ ROUTES = [
             status=202,
             answer=DeliveryOut,
             problems=(404, 409, _DB),
+        ),
+    ),
+    ApiRoute(
+        "POST",
+        "/v1/a2a/push-in/{config_id:uuid}",
+        push_in,
+        PUBLIC,
+        Operation(
+            "An agent pushes a change of a task the gateway follows (its Task or StreamResponse;"
+            " no JWT: `X-A2A-Notification-Token` or `Authorization: Bearer` with the config's"
+            " token)",
+            body={"type": "object", "description": "a 1.0 StreamResponse or a 0.3 Task"},
+            status=204,
+            example={
+                "statusUpdate": {
+                    "taskId": "T1",
+                    "contextId": "C1",
+                    "status": {"state": "TASK_STATE_WORKING"},
+                }
+            },
+            problems=(401, 404, 413, 422, _DB),
         ),
     ),
     ApiRoute(

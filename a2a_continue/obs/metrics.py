@@ -69,6 +69,13 @@ PUSH_PENDING = Gauge(
     "a2ac_push_pending", "Push deliveries waiting to be sent", multiprocess_mode="max"
 )
 PUSH_DURATION = Histogram("a2ac_push_delivery_seconds", "Duration of one push delivery attempt")
+# -- push in (SPEC §19) --
+PUSH_IN = Counter(
+    "a2ac_push_in",
+    "Pushes agents sent the gateway: recorded, unchanged, unauthorized, not-found, too-large,"
+    " invalid, unavailable",
+    ["outcome"],
+)
 # -- signed agent cards (SPEC §18) --
 CARD_SIGNATURE_CHECKS = Counter(
     "a2ac_card_signature_checks",
@@ -196,3 +203,8 @@ def push_pending(count: int) -> None:
 def rate_limited(kind: str) -> None:
     """Count one request refused by a limit (``rate-limited`` or ``too-many-in-flight``)."""
     _child(RATE_LIMITED, kind).inc()
+
+
+def push_in(outcome: str) -> None:
+    """Count one push an agent sent the gateway, by what came of it (``push_in_total``)."""
+    _child(PUSH_IN, outcome).inc()

@@ -151,13 +151,14 @@ async def serve_in_loop(
     host: str = "127.0.0.1",
     lifespan: Literal["on", "off"] = "on",
     max_header_bytes: int = MAX_HEADER_BYTES,
+    port: int = 0,
 ) -> AsyncIterator[str]:
-    """Serve ``app`` on a free port for the block; yield its base URL."""
+    """Serve ``app`` on ``port`` (0: a free one) for the block; yield its base URL."""
     # Naming IPPROTO_TCP lets asyncio set TCP_NODELAY on accepted connections; without it,
     # small responses wait for delayed ACKs (about 40 ms each).
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
+    sock.bind((host, port))
     port = sock.getsockname()[1]
     options = {
         **SERVER_OPTIONS,

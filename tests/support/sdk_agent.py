@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 from a2a.helpers.proto_helpers import new_task_from_user_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.context import ServerCallContext
@@ -17,7 +18,12 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import to_compat_agent_card
 from a2a.server.routes.agent_card_routes import create_agent_card_routes
 from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.server.tasks import (
+    BasePushNotificationSender,
+    InMemoryPushNotificationConfigStore,
+    InMemoryTaskStore,
+    TaskUpdater,
+)
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
     AgentCard,
@@ -61,6 +67,10 @@ class SdkAgent:
     answers: list[bytes] = field(default_factory=list)
     # A "slow" first turn works until this is set (or SLOW_S passes), then asks for input.
     proceed: asyncio.Event = field(default_factory=asyncio.Event)
+    # What a pushing agent's task does next (see PushingExecutor).
+    steps: asyncio.Queue[str] = field(default_factory=asyncio.Queue)
+    # The push configs the agent keeps (an agent with ``push="store"``).
+    push_store: InMemoryPushNotificationConfigStore | None = None
 
 
 SLOW_S = 10.0
@@ -154,6 +164,46 @@ class StreamingWeatherExecutor(AgentExecutor):
         await updater.update_status(TaskState.TASK_STATE_CANCELED)
 
 
+class PushingExecutor(AgentExecutor):
+    """Start working, then do each step the test queues: `done` completes the task with an
+    artifact, `ask` asks for input, `art <text>` adds an artifact, any other text is a new
+    working status with that text. Each change is pushed to the task's push configs."""
+
+    def __init__(self, steps: asyncio.Queue[str]) -> None:
+        self.steps = steps
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """Work step by step as the test says."""
+        assert context.message is not None
+        task = context.current_task
+        if task is None:
+            task = new_task_from_user_message(context.message)
+            await event_queue.enqueue_event(task)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        await updater.start_work()
+        while True:
+            step = await self.steps.get()
+            if step == "done":
+                await updater.add_artifact([new_text_part("Sunny")], "forecast", "forecast")
+                await updater.complete()
+                return
+            if step == "ask":
+                await updater.requires_input(updater.new_agent_message([new_text_part("City?")]))
+                return
+            if step.startswith("art "):
+                await updater.add_artifact([new_text_part(step[4:])], step[4:], step[4:])
+                continue
+            await updater.update_status(
+                TaskState.TASK_STATE_WORKING, updater.new_agent_message([new_text_part(step)])
+            )
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """Mark the task canceled."""
+        assert context.task_id is not None and context.context_id is not None
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        await updater.update_status(TaskState.TASK_STATE_CANCELED)
+
+
 class _Handler(DefaultRequestHandler):
     """The SDK handler, refusing messages to terminal tasks before it builds an ActiveTask.
 
@@ -217,7 +267,9 @@ class _Recorder:
         await self.app(scope, replay, record)
 
 
-def _card(url: str, streaming: bool = False, extended: bool = False) -> AgentCard:
+def _card(
+    url: str, streaming: bool = False, extended: bool = False, push: bool = False
+) -> AgentCard:
     return AgentCard(
         name="SDK weather agent",
         description="Asks for a city, then gives a forecast.",
@@ -226,7 +278,7 @@ def _card(url: str, streaming: bool = False, extended: bool = False) -> AgentCar
             AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
         ],
         capabilities=AgentCapabilities(
-            streaming=streaming, push_notifications=False, extended_agent_card=extended
+            streaming=streaming, push_notifications=push, extended_agent_card=extended
         ),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
@@ -282,19 +334,32 @@ async def run_sdk_agent(
     card: str | None = None,
     signing: CardSigning | None = None,
     extended: bool = False,
+    push: str | None = None,
 ) -> AsyncIterator[SdkAgent]:
     """Serve the SDK agent on a free local port in the running loop for the block's duration.
 
     ``streaming`` serves the streaming executor with a card that says so (``pause_s`` is its
     pause on the text `slow`); ``card`` ("1.0" or "0.3") also serves its agent card in that
     version's shape, signed as ``signing`` says; ``extended`` declares an extended card too
-    (the SDK's GetExtendedAgentCard, signed the same way).
+    (the SDK's GetExtendedAgentCard, signed the same way). ``push`` serves the step-by-step
+    ``PushingExecutor``: ``"store"`` keeps push configs and pushes (the SDK's in-memory store
+    and sender), ``"refuse"`` has none (and its card says so).
     """
     agent = SdkAgent(url="")
     executor: AgentExecutor = (
-        StreamingWeatherExecutor(pause_s, agent.proceed)
+        PushingExecutor(agent.steps)
+        if push is not None
+        else StreamingWeatherExecutor(pause_s, agent.proceed)
         if streaming
         else WeatherExecutor(agent.proceed)
+    )
+    pushing = push == "store"
+    sender_client = httpx.AsyncClient(timeout=10.0)
+    agent.push_store = InMemoryPushNotificationConfigStore() if pushing else None
+    sender = (
+        BasePushNotificationSender(sender_client, agent.push_store)
+        if agent.push_store is not None
+        else None
     )
 
     async def extended_card(served: AgentCard, _: ServerCallContext) -> AgentCard:
@@ -305,7 +370,9 @@ async def run_sdk_agent(
     handler = _Handler(
         agent_executor=executor,
         task_store=InMemoryTaskStore(),
-        agent_card=_card("http://127.0.0.1/", streaming, extended),
+        agent_card=_card("http://127.0.0.1/", streaming, extended, pushing),
+        push_config_store=agent.push_store,
+        push_sender=sender,
         extended_agent_card=_card("http://127.0.0.1/", streaming, True) if extended else None,
         extended_card_modifier=extended_card if extended else None,
     )
@@ -319,3 +386,4 @@ async def run_sdk_agent(
             yield agent
     finally:
         await handler.aclose()
+        await sender_client.aclose()

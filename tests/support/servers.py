@@ -11,9 +11,9 @@ from aiohttp import web
 from a2a_continue.ops.serving import serve_in_loop
 
 
-def serve_asgi(app: Any, lifespan: Literal["on", "off"] = "on") -> Any:
-    """Serve ``app`` with uvicorn on a free port for the block; yield its base URL."""
-    return serve_in_loop(app, lifespan=lifespan)
+def serve_asgi(app: Any, lifespan: Literal["on", "off"] = "on", port: int = 0) -> Any:
+    """Serve ``app`` with uvicorn on ``port`` (0: a free one) for the block; yield its base URL."""
+    return serve_in_loop(app, lifespan=lifespan, port=port)
 
 
 @contextlib.asynccontextmanager

@@ -80,17 +80,7 @@ async def exchange(
     began = time.perf_counter()
     outcome: str | None = None
     try:
-        with (
-            gw.slots.slot(target.agent_id or target.endpoint_url),
-            agent_span(method, target.endpoint_url),
-        ):
-            reply = await post_rpc(
-                gw.session,
-                target,
-                payload,
-                gw.settings.max_agent_response_bytes,
-                gw.settings.agent_networks,
-            )
+        reply = await _post(gw, target, payload, method)
         try:
             answer = answers.read(reply.body, target.protocol_version)
         except protocol.ProtocolError as exc:
@@ -105,6 +95,48 @@ async def exchange(
             seconds = time.perf_counter() - began
             metrics.agent_call(method, outcome, seconds)
             upstream(outcome, seconds)
+
+
+async def _post(
+    gw: Gateway, target: AgentTarget, payload: dict[str, Any], method: str
+) -> AgentReply:
+    with (
+        gw.slots.slot(target.agent_id or target.endpoint_url),
+        agent_span(method, target.endpoint_url),
+    ):
+        return await post_rpc(
+            gw.session,
+            target,
+            payload,
+            gw.settings.max_agent_response_bytes,
+            gw.settings.agent_networks,
+        )
+
+
+async def call_agent(gw: Gateway, target: AgentTarget, payload: dict[str, Any]) -> dict[str, Any]:
+    """POST a request whose answer is no task (a push config's): return the JSON-RPC
+    answer's ``result`` or ``error`` object, as ``{"result": …}`` or ``{"error": …}``."""
+    method = str(payload.get("method"))
+    began = time.perf_counter()
+    outcome: str | None = None
+    try:
+        reply = await _post(gw, target, payload, method)
+        body = reply.body
+        if not isinstance(body, dict) or body.get("jsonrpc") != "2.0":
+            raise AgentBadAnswer("the agent's answer is not JSON-RPC 2.0")
+        if isinstance(body.get("error"), dict):
+            outcome = "rpc-error"
+            return {"error": body["error"]}
+        if "result" not in body:
+            raise AgentBadAnswer("the agent's answer has neither 'result' nor 'error'")
+        outcome = "ok"
+        return {"result": body["result"]}
+    except (AgentTimeout, AgentUnreachable, AgentBadAnswer) as error:
+        outcome = failure_outcome(error)
+        raise
+    finally:
+        if outcome is not None:
+            metrics.agent_call(method, outcome, time.perf_counter() - began)
 
 
 def failure_outcome(error: BaseException) -> str | None:

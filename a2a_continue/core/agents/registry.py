@@ -77,6 +77,12 @@ def can_stream(row: Record) -> bool:
     return isinstance(capabilities, dict) and capabilities.get("streaming") is True
 
 
+def can_push(row: Record) -> bool:
+    """Tell whether the agent of a row (with its ``capabilities``) sends push notifications."""
+    capabilities = row["capabilities"]
+    return isinstance(capabilities, dict) and capabilities.get("pushNotifications") is True
+
+
 async def create_agent(
     conn: Conn,
     caller: Caller,

@@ -71,7 +71,8 @@ async def _require_visible_agent(conn: Conn, caller: Caller, agent_id: uuid.UUID
 
 # One visible task by the agent's id and its task id, with what it takes to call the agent.
 FIND_TASK = f"""
-SELECT {TASK_COLUMNS}, a.endpoint_url, a.protocol_version, a.auth_sealed, a.timeout_seconds
+SELECT {TASK_COLUMNS}, a.endpoint_url, a.protocol_version, a.auth_sealed, a.timeout_seconds,
+    a.capabilities
 FROM a2a_tasks t JOIN a2a_agents a ON a.id = t.agent_id
 WHERE t.agent_id = $4 AND t.task_id = $5 AND {TASK_VISIBLE}
 """

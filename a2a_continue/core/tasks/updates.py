@@ -19,7 +19,7 @@ from a2a_continue.core.tasks.store import apply_update
 from a2a_continue.errors import NotFound
 from a2a_continue.runtime.db import Conn, Record
 
-SOURCES = frozenset({"stream", "subscribe", "poll", "refresh"})
+SOURCES = frozenset({"stream", "subscribe", "poll", "refresh", "push"})
 
 
 def same_status_message(stored: JSON | None, reported: JSON | None) -> bool:

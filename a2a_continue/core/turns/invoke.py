@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from a2a_continue.core.agents.exchange import (
     exchange,
     outgoing,
 )
-from a2a_continue.core.agents.registry import visible_agent_row
+from a2a_continue.core.agents.registry import can_push, visible_agent_row
 from a2a_continue.core.shapes.messages import StartBody, check_send_body
 from a2a_continue.core.shapes.wire import decode_body
 from a2a_continue.core.tasks.contexts import join_context
@@ -28,6 +29,7 @@ from a2a_continue.core.tasks.models import TaskOut
 from a2a_continue.core.tasks.reads import find_task, require_visible_tasks, task_out
 from a2a_continue.core.tasks.store import record_new_task, record_outcome
 from a2a_continue.core.watch.handover import after_send, returns_immediately
+from a2a_continue.core.watch.push_in import bind_answer, end_configs, offer_inline
 from a2a_continue.errors import (
     AgentBadAnswer,
     BadRequest,
@@ -90,11 +92,24 @@ class Start:
     body: StartBody
     message_id: str
 
-    def payload(self, *, streaming: bool = False) -> dict[str, Any]:
-        """The agent's request: the caller's message with the gateway-owned fields set."""
+    def payload(
+        self, *, streaming: bool = False, push: protocol.PushTarget | None = None
+    ) -> dict[str, Any]:
+        """The agent's request: the caller's message with the gateway-owned fields set (and
+        the gateway's own push config, when it gives one inline)."""
         context_id = self.body.message.context_id if self.body.message else None
         send = outgoing(self.body, self.message_id, None, context_id)
+        if push is not None:
+            send = dataclasses.replace(send, push=push)
         return protocol.send_request(self.target.protocol_version, send, streaming=streaming)
+
+    async def push_in(self) -> protocol.PushTarget | None:
+        """The push config to give inline (SPEC §19): for a ``returnImmediately`` start of an
+        agent that pushes, whose task the gateway will follow; else None."""
+        if not (can_push(self.agent) and returns_immediately(self.body)):
+            return None
+        agent_id = self.agent["agent_id"]
+        return await offer_inline(self.gw, agent_id, self.target.protocol_version)
 
     def claim_ttl(self) -> float:
         """How long the claim of a streamed start lives unless renewed (as a follow-up's)."""
@@ -158,11 +173,16 @@ async def start_task(
 
 async def send_start(start: Start) -> Forwarded:
     """Send a checked start as one blocking call; store the task it starts for the caller."""
-    reply, answer = await exchange(start.gw, start.target, start.payload())
+    push = await start.push_in()
+    reply, answer = await exchange(start.gw, start.target, start.payload(push=push))
     task = answer.answered
     if task is None:
         return Forwarded(reply.raw, None, answer)
     row = await start.store(task)
+    if push is not None:
+        await bind_answer(start.gw, push, row["id"], task.id)
+        if protocol.is_terminal_task_state(row["state"]):  # nothing to follow: drop it
+            start.gw.in_background(end_configs(start.gw, start.target, row["id"]))
     await after_send(start.gw, start.agent["agent_id"], answer, returns_immediately(start.body))
     return Forwarded(reply.raw, row["state"], answer, row["status_at"])
 

@@ -9,9 +9,12 @@ from a2a_continue.a2a import protocol
 from a2a_continue.a2a.answers import ERROR, TASK
 from a2a_continue.core.access.callers import Caller
 from a2a_continue.core.agents.exchange import target_of
+from a2a_continue.core.agents.registry import can_push
 from a2a_continue.core.tasks.models import TaskOut
 from a2a_continue.core.tasks.reads import find_task, task_out
 from a2a_continue.core.tasks.updates import record_update
+from a2a_continue.core.watch.handover import LIVE_STATES
+from a2a_continue.core.watch.push_in import offer
 from a2a_continue.core.watch.snapshots import ask_agent
 from a2a_continue.errors import AgentBadAnswer, InvalidQuery
 from a2a_continue.runtime.gateway import Gateway
@@ -53,4 +56,7 @@ async def refresh_task(gw: Gateway, caller: Caller, agent_id: uuid.UUID, task_id
         applied = await record_update(
             conn, row["row_id"], update, source="refresh", actor=caller.sub
         )
+    if can_push(row) and applied.state in LIVE_STATES:
+        # Followed from now on by the agent's pushes (SPEC §19), not only by polls.
+        gw.in_background(offer(gw, target, row["agent_id"], row["row_id"], task_id))
     return task_out(applied.row)
