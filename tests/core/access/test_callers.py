@@ -210,7 +210,7 @@ def test_every_route_the_router_serves_has_a_permission_or_is_public(
     assert [entry.permission for entry in served if not entry.permission] == []
 
 
-def test_public_routes_are_only_health_readiness_the_api_description_the_console_and_the_jwks() -> (
+def test_public_routes_are_health_readiness_the_api_description_the_console_jwks_and_push_in() -> (
     None
 ):
     assert {(route.method, route.path) for route in ROUTES if route.permission == PUBLIC} == {
@@ -227,6 +227,8 @@ def test_public_routes_are_only_health_readiness_the_api_description_the_console
         ("GET", "/console/{asset}"),
         ("POST", "/console/sign-in"),
         ("GET", "/.well-known/jwks.json"),
+        # an agent's push: no caller token, its config's own token (SPEC §19)
+        ("POST", "/v1/a2a/push-in/{config_id:uuid}"),
     }
 
 
