@@ -9,7 +9,7 @@ and notes when each delivery arrived) and this script as the load generator.
   event's time, in PostgreSQL's clock, which its delivery row keeps) to the moment the
   receiver got it (this machine's clock, the same one): p50 and p99 (target p99 <= 50 ms).
 - Hot path: follow-up throughput at concurrency 16 on tasks with a push config each, next
-  to tasks without (5 interleaved pairs of rounds, in turn order: the median of the pairs'
+  to tasks without (9 interleaved pairs of rounds, in turn order: the median of the pairs'
   ratios), with the
   dispatcher sending (no target: on two shared cores it measures the receiver's and the
   sender's own work too) and with dispatch off (the request path alone, target >= x0.97);
@@ -53,7 +53,7 @@ from continue_bench import (
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = 16
-ROUNDS = 5
+ROUNDS = 9
 
 
 def run_receiver(port: int) -> None:
