@@ -119,6 +119,17 @@ async def test_concurrent_migrations_apply_each_file_once(fresh_url: str) -> Non
     assert await recorded(fresh_url) == stems
 
 
+async def migrated_before(conn: asyncpg.Connection, stem: str) -> None:
+    """Apply the migrations before ``stem`` as a database of an earlier release has them."""
+    await conn.execute("CREATE TABLE schema_migrations (version text PRIMARY KEY,"
+                       " applied_at timestamptz NOT NULL DEFAULT now())")  # fmt: skip
+    for path in migration_files():
+        if path.stem >= stem:
+            break
+        await conn.execute(path.read_text())
+        await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", path.stem)
+
+
 # ---- constraints --------------------------------------------------------------------------
 
 
@@ -127,13 +138,7 @@ async def test_the_claims_migration_keeps_the_rows_and_the_live_claims_of_a_runn
 ) -> None:
     conn = await asyncpg.connect(fresh_url)
     try:
-        await conn.execute("CREATE TABLE schema_migrations (version text PRIMARY KEY,"
-                           " applied_at timestamptz NOT NULL DEFAULT now())")  # fmt: skip
-        for path in migration_files():
-            if path.stem >= "0007":
-                break
-            await conn.execute(path.read_text())
-            await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", path.stem)
+        await migrated_before(conn, "0007")
         task = await insert_task(conn, await insert_agent(conn), state="input-required")
         await insert_event(conn, task, 1, new_state="input-required")
         await conn.execute(
@@ -156,13 +161,7 @@ async def test_the_outbox_migration_sends_the_previous_outbox_s_rows_first_under
 ) -> None:
     conn = await asyncpg.connect(fresh_url)
     try:
-        await conn.execute("CREATE TABLE schema_migrations (version text PRIMARY KEY,"
-                           " applied_at timestamptz NOT NULL DEFAULT now())")  # fmt: skip
-        for path in migration_files():
-            if path.stem >= "0017":
-                break
-            await conn.execute(path.read_text())
-            await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", path.stem)
+        await migrated_before(conn, "0017")
         agent = await insert_agent(conn)
         task = await conn.fetchval(
             "INSERT INTO a2a_tasks (agent_id, task_id, state, owner, last_seq)"
