@@ -207,7 +207,7 @@ class Dispatcher:
         return bool(settled or rows or self._sending)
 
     async def _upkeep(self, conn: Any) -> None:
-        """The pending gauge (every second at most) and the parking of ended configs."""
+        """The pending gauge (every GAUGE_S at most) and the parking of ended configs."""
         now = time.monotonic()
         if now >= self._gauge_at:
             self._gauge_at = now + GAUGE_S
