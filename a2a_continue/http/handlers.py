@@ -49,13 +49,19 @@ def agent_id_of(request: Request) -> uuid.UUID:
     return agent_id
 
 
-async def read_body(request: Request) -> bytes:
-    """Read the body, refusing it with 413 once it exceeds the configured size, and with
-    408 when it has not fully arrived within ``body_timeout_s``."""
+async def read_body(
+    request: Request, limit: int | None = None, *, drain_to: int | None = None
+) -> bytes:
+    """Read the body, refusing it with 413 once it exceeds ``limit`` (default
+    ``A2AC_MAX_BODY_BYTES``), and with 408 when it has not fully arrived within
+    ``body_timeout_s``. With ``drain_to``, a body past the limit is read on and dropped up to
+    that many bytes before the 413, so that a sender that writes its whole body first receives
+    the status rather than a reset connection."""
     settings = gateway_of(request).settings
-    limit = settings.max_body_bytes
+    limit = settings.max_body_bytes if limit is None else limit
+    stop_at = limit if drain_to is None else max(drain_to, limit)
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isdigit() and int(declared) > stop_at:
         raise PayloadTooLarge(f"the body is larger than {limit} bytes")
     chunks: list[bytes] = []
     size = 0
@@ -67,13 +73,16 @@ async def read_body(request: Request) -> bytes:
                     raise ClientDisconnect()
                 chunk = message.get("body", b"")
                 size += len(chunk)
-                if size > limit:
-                    raise PayloadTooLarge(f"the body is larger than {limit} bytes")
-                chunks.append(chunk)
+                if size > stop_at:
+                    break
+                if size <= limit:
+                    chunks.append(chunk)
                 if not message.get("more_body", False):
                     break
     except TimeoutError:
         raise body_timeout(settings.body_timeout_s) from None
+    if size > limit:
+        raise PayloadTooLarge(f"the body is larger than {limit} bytes")
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 

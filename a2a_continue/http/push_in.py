@@ -3,15 +3,12 @@ gateway follows. No caller JWT: the push authenticates by its config's token."""
 
 from __future__ import annotations
 
-import asyncio
-
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 
 from a2a_continue.core.watch.push_in import receive_push
-from a2a_continue.errors import AppError, PayloadTooLarge
-from a2a_continue.http.handlers import gateway_of
-from a2a_continue.limits import body_timeout
+from a2a_continue.errors import AppError
+from a2a_continue.http.handlers import gateway_of, read_body
 from a2a_continue.obs import metrics
 from a2a_continue.settings import Settings
 
@@ -34,27 +31,7 @@ async def read_push(request: Request, settings: Settings) -> bytes:
     """Read a push's body within ``A2AC_MAX_AGENT_RESPONSE_BYTES``; a larger one is drained
     (up to a bound) and refused with 413."""
     limit = settings.max_agent_response_bytes
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        async with asyncio.timeout(settings.body_timeout_s):
-            while True:
-                message = await request.receive()
-                if message["type"] == "http.disconnect":
-                    raise ClientDisconnect()
-                chunk = message.get("body", b"")
-                size += len(chunk)
-                if size <= limit:
-                    chunks.append(chunk)
-                elif size > limit * DISCARD_FACTOR:
-                    break
-                if not message.get("more_body", False):
-                    break
-    except TimeoutError:
-        raise body_timeout(settings.body_timeout_s) from None
-    if size > limit:
-        raise PayloadTooLarge(f"the push is larger than {limit} bytes")
-    return b"".join(chunks)
+    return await read_body(request, limit, drain_to=limit * DISCARD_FACTOR)
 
 
 async def push_in(request: Request) -> Response:
